@@ -1,0 +1,60 @@
+"""tidings: durable notification delivery.
+
+Producers publish events; tidings fans each one out to the channels whose filter matches,
+in realtime or as digests, under rate limits, with retries and an audit row per attempt.
+"""
+
+from tidings.core.errors import (
+    Conflict,
+    ConfigError,
+    NotFound,
+    StoreError,
+    TidingsError,
+    ValidationError,
+)
+from tidings.core.model import (
+    Attempt,
+    Channel,
+    Delivery,
+    DeliveryDetail,
+    DeliveryQuery,
+    DeliveryView,
+    Event,
+    EventInput,
+    Page,
+    PublishResult,
+    ResendResult,
+    Severity,
+)
+from tidings.core.states import AttemptStatus, Failure, Mode, SkipReason, State
+from tidings.hub import Hub
+from tidings.sync import SyncHub
+
+__all__ = [
+    "Attempt",
+    "AttemptStatus",
+    "Channel",
+    "ConfigError",
+    "Conflict",
+    "Delivery",
+    "DeliveryDetail",
+    "DeliveryQuery",
+    "DeliveryView",
+    "Event",
+    "EventInput",
+    "Failure",
+    "Hub",
+    "Mode",
+    "NotFound",
+    "Page",
+    "PublishResult",
+    "ResendResult",
+    "Severity",
+    "SkipReason",
+    "State",
+    "StoreError",
+    "SyncHub",
+    "TidingsError",
+    "ValidationError",
+]
+__version__ = "0.1.0"

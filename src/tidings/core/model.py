@@ -1,0 +1,253 @@
+"""The domain's data: events, channels, deliveries, attempts, and what the store hands back.
+
+Pure: imports only the standard library. Rows leave the store as these frozen dataclasses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Generic, TypeVar
+
+from tidings.core.states import AttemptStatus, Failure, Mode, SkipReason, State
+
+JSON = dict[str, Any]
+
+
+class Severity(StrEnum):
+    INFO = "info"
+    LOW = "low"
+    MEDIUM = "medium"
+    HIGH = "high"
+    CRITICAL = "critical"
+
+    @property
+    def rank(self) -> int:
+        return _SEVERITY_ORDER.index(self)
+
+
+_SEVERITY_ORDER = list(Severity)
+
+
+@dataclass(frozen=True, slots=True)
+class EventInput:
+    """What a producer publishes; `tidings.core.validate.event_input` builds and checks it."""
+
+    kind: str
+    subject: str
+    severity: Severity = Severity.INFO
+    title: str = ""
+    body: str = ""
+    url: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    data: JSON = field(default_factory=dict)
+    tenant: str | None = None
+    idempotency_key: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    id: int
+    kind: str
+    subject: str
+    severity: Severity
+    title: str
+    body: str
+    url: str | None
+    labels: dict[str, str]
+    data: JSON
+    tenant: str | None
+    idempotency_key: str | None
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelSpec:
+    """A channel as an operator configures it (create and update take these fields)."""
+
+    name: str
+    kind: str
+    config: JSON = field(default_factory=dict)
+    enabled: bool = True
+    mode: Mode = Mode.REALTIME
+    digest_period_s: float = 3600.0
+    filter: JSON = field(default_factory=dict)
+    rate_per_min: float = 0.0
+    rate_burst: int = 1
+    max_attempts: int = 3
+    retry_backoff_s: float = 30.0
+    timeout_s: float = 15.0
+    max_age_s: float | None = None
+    tenant: str | None = None
+    templates: JSON = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Channel:
+    id: int
+    name: str
+    kind: str
+    config: JSON
+    enabled: bool
+    mode: Mode
+    digest_period_s: float
+    filter: JSON
+    rate_per_min: float
+    rate_burst: int
+    max_attempts: int
+    retry_backoff_s: float
+    timeout_s: float
+    max_age_s: float | None
+    tenant: str | None
+    templates: JSON
+    disabled_reason: str | None
+    created_at: datetime
+    updated_at: datetime
+
+    def spec(self) -> ChannelSpec:
+        """The operator-set fields, e.g. to apply an update to."""
+        return ChannelSpec(**{f.name: getattr(self, f.name) for f in fields(ChannelSpec)})
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    id: int
+    event_id: int
+    channel_id: int
+    state: State
+    attempts: int
+    next_attempt_at: datetime
+    last_error: str | None
+    failure: Failure | None
+    skip_reason: SkipReason | None
+    batch_id: int | None
+    lease_owner: str | None
+    lease_token: str | None
+    created_at: datetime
+    sent_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryView:
+    """A delivery with the channel and event fields a history list shows (M2)."""
+
+    delivery: Delivery
+    channel_name: str
+    channel_kind: str
+    event_kind: str
+    subject: str
+    title: str
+    tenant: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    id: int
+    delivery_id: int
+    batch_id: int | None
+    worker_id: str
+    status: AttemptStatus
+    error: str | None
+    duration_ms: int
+    provider_response: str | None
+    started_at: datetime
+    finished_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptRecord:
+    """An attempt about to be written (O7); the store truncates the text fields (O6)."""
+
+    delivery_id: int
+    worker_id: str
+    status: AttemptStatus
+    started_at: datetime
+    finished_at: datetime
+    error: str | None = None
+    provider_response: str | None = None
+    batch_id: int | None = None
+
+    @property
+    def duration_ms(self) -> int:
+        return max(0, round((self.finished_at - self.started_at).total_seconds() * 1000))
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryDetail:
+    view: DeliveryView
+    attempts_log: list[Attempt]
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedDelivery:
+    """A leased delivery with everything needed to render and send it (E3)."""
+
+    delivery: Delivery
+    event: Event
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """Rows leased by one claim; every later write about them must carry `token` (C3)."""
+
+    token: str
+    owner: str
+    channel: Channel
+    items: list[ClaimedDelivery]
+    lease_expires_at: datetime | None = None
+
+    @property
+    def ids(self) -> list[int]:
+        return [item.delivery.id for item in self.items]
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+
+@dataclass(frozen=True, slots=True)
+class PublishResult:
+    event: Event
+    deliveries: list[Delivery]
+    created: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ResendResult:
+    delivery: Delivery
+    requeued: bool  # False when the same request id had already requeued it
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryQuery:
+    """History filters (M2); every field optional."""
+
+    channel_id: int | None = None
+    state: State | None = None
+    event_kind: str | None = None
+    tenant: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Page(Generic[T]):
+    items: list[T]
+    total: int
+    page: int
+    page_size: int
+
+
+DEFAULT_PAGE_SIZE = 50
+MAX_PAGE_SIZE = 200
+
+
+def coerce_page(page: int | None, page_size: int | None) -> tuple[int, int]:
+    """M2: page < 1 reads as 1; page_size outside 1..200 reads as 50."""
+    used_page = page if page is not None and page >= 1 else 1
+    if page_size is None or not 1 <= page_size <= MAX_PAGE_SIZE:
+        return used_page, DEFAULT_PAGE_SIZE
+    return used_page, page_size

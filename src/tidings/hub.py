@@ -1,0 +1,126 @@
+"""`tidings.Hub`: the library's entry point (async), and `SyncHub`, its facade for sync code.
+
+    hub = tidings.Hub("sqlite:///tidings.db")
+    await hub.migrate()
+    await hub.channels.create(name="ops", kind="inbox")
+    await hub.publish(kind="monitor.down", subject="monitor:7", severity="high", title="…")
+
+`publish(..., conn=...)` runs inside the caller's own SQLAlchemy connection and transaction,
+so the event commits or rolls back with the caller's business change (E1).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from tidings.core import validate
+from tidings.core.model import (
+    Channel,
+    DeliveryDetail,
+    DeliveryQuery,
+    DeliveryView,
+    EventInput,
+    Page,
+    PublishResult,
+    ResendResult,
+)
+from tidings.store import Store
+from tidings.store.clock import AppClock, utc_now
+
+EventLike = EventInput | Mapping[str, Any]
+
+
+def as_input(item: EventLike) -> EventInput:
+    return item if isinstance(item, EventInput) else validate.event_input(**item)
+
+
+class Channels:
+    """Channel management: `hub.channels.create(...)`, `.update`, `.enable`, `.disable`, …"""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    async def create(self, **fields: Any) -> Channel:
+        return await self._store.create_channel(validate.channel_spec(**fields))
+
+    async def get(self, channel_id: int) -> Channel:
+        return await self._store.get_channel(channel_id)
+
+    async def get_by_name(self, name: str) -> Channel:
+        return await self._store.get_channel_by_name(name)
+
+    async def list(self) -> list[Channel]:
+        return await self._store.list_channels()
+
+    async def update(self, channel_id: int, **changes: Any) -> Channel:
+        current = await self._store.get_channel(channel_id)
+        spec = validate.channel_update(current.spec(), **changes)
+        return await self._store.update_channel(channel_id, spec)
+
+    async def enable(self, channel_id: int) -> Channel:
+        return await self._store.enable_channel(channel_id)
+
+    async def disable(self, channel_id: int, reason: str | None = None) -> int:
+        return await self._store.disable_channel(channel_id, reason)
+
+    async def delete(self, channel_id: int) -> None:
+        await self._store.delete_channel(channel_id)
+
+
+class Hub:
+    def __init__(self, url: str, *, clock: AppClock = utc_now) -> None:
+        self.store = Store(url, clock=clock)
+        self.channels = Channels(self.store)
+
+    async def __aenter__(self) -> Hub:
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self.store.close()
+
+    async def migrate(self) -> None:
+        await self.store.migrate()
+
+    async def publish(
+        self, *, conn: AsyncConnection | None = None, **fields: Any
+    ) -> PublishResult:
+        """Publish one event (E1–E3); fields as in `tidings.core.validate.event_input`."""
+        (result,) = await self.publish_many([validate.event_input(**fields)], conn=conn)
+        return result
+
+    async def publish_many(
+        self, items: Sequence[EventLike], *, conn: AsyncConnection | None = None
+    ) -> list[PublishResult]:
+        """Publish several events in one transaction: all are stored or none is."""
+        inputs = [as_input(item) for item in items]
+        if conn is None:
+            return await self.store.publish(inputs)
+        return await conn.run_sync(self.store.publish_in, inputs)
+
+    async def get_event(self, event_id: int) -> PublishResult:
+        return await self.store.get_event(event_id)
+
+    async def deliveries(
+        self,
+        query: DeliveryQuery | None = None,
+        *,
+        page: int | None = None,
+        page_size: int | None = None,
+    ) -> Page[DeliveryView]:
+        return await self.store.list_deliveries(query, page, page_size)
+
+    async def delivery(self, delivery_id: int) -> DeliveryDetail:
+        return await self.store.get_delivery(delivery_id)
+
+    async def resend(
+        self, delivery_id: int, *, operator: str = "library", request_id: str | None = None
+    ) -> ResendResult:
+        return await self.store.resend(delivery_id, operator, request_id or uuid.uuid4().hex)
+

@@ -1,0 +1,71 @@
+"""The per-channel token bucket held in the database (C6), so it holds across a cluster.
+
+The math is `tidings.core.ratelimit`; this module only loads, locks and saves the row.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import select, update
+from sqlalchemy.engine import Connection
+
+from tidings.core import ratelimit
+from tidings.core.model import Channel
+from tidings.store.dialect import is_postgres
+from tidings.store.schema import rate_buckets
+
+
+def create(conn: Connection, channel_id: int, burst: int, now: datetime) -> None:
+    full = ratelimit.full(now, burst)
+    conn.execute(
+        rate_buckets.insert().values(
+            channel_id=channel_id, tokens=full.tokens, updated_at=full.updated_at
+        )
+    )
+
+
+def lock(conn: Connection, channel: Channel, now: datetime) -> ratelimit.Bucket | None:
+    """The channel's bucket, locked until commit; None when another claimer holds it.
+
+    On PostgreSQL a concurrent claimer of the same channel skips instead of waiting (W1): the
+    one holding the lock is spending this channel's budget right now anyway.
+    """
+    stmt = select(rate_buckets).where(rate_buckets.c.channel_id == channel.id)
+    if is_postgres(conn):
+        stmt = stmt.with_for_update(skip_locked=True)
+    row = conn.execute(stmt).mappings().first()
+    if row is None:
+        if is_postgres(conn) and _exists(conn, channel.id):
+            return None
+        create(conn, channel.id, channel.rate_burst, now)
+        return ratelimit.full(now, channel.rate_burst)
+    return ratelimit.Bucket(
+        tokens=row["tokens"], updated_at=row["updated_at"], paused_until=row["paused_until"]
+    )
+
+
+def save(conn: Connection, channel_id: int, bucket: ratelimit.Bucket) -> None:
+    conn.execute(
+        update(rate_buckets)
+        .where(rate_buckets.c.channel_id == channel_id)
+        .values(
+            tokens=bucket.tokens,
+            updated_at=bucket.updated_at,
+            paused_until=bucket.paused_until,
+        )
+    )
+
+
+def budget(channel: Channel, bucket: ratelimit.Bucket, now: datetime) -> int:
+    return ratelimit.available(bucket, now, channel.rate_per_min, channel.rate_burst)
+
+
+def spend(conn: Connection, channel: Channel, bucket: ratelimit.Bucket, now: datetime, n: int) -> None:
+    if n > 0:
+        save(conn, channel.id, ratelimit.take(bucket, now, channel.rate_per_min, channel.rate_burst, n))
+
+
+def _exists(conn: Connection, channel_id: int) -> bool:
+    stmt = select(rate_buckets.c.channel_id).where(rate_buckets.c.channel_id == channel_id)
+    return conn.execute(stmt).first() is not None

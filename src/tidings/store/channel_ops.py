@@ -1,0 +1,120 @@
+"""Channel CRUD and the enable/disable transitions (C7)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from sqlalchemy import delete, func, select, update
+from sqlalchemy.engine import Connection
+
+from tidings.core.errors import Conflict, NotFound
+from tidings.core.model import Channel, ChannelSpec
+from tidings.core.states import CLAIMABLE, SkipReason, State
+from tidings.store import buckets, rows
+from tidings.store.clock import TxClock
+from tidings.store.schema import channels, deliveries
+
+
+def load_channel(conn: Connection, channel_id: int) -> Channel | None:
+    row = conn.execute(select(channels).where(channels.c.id == channel_id)).mappings().first()
+    return None if row is None else rows.channel(row)
+
+
+def get(conn: Connection, channel_id: int) -> Channel:
+    channel = load_channel(conn, channel_id)
+    if channel is None:
+        raise NotFound("channel", channel_id)
+    return channel
+
+
+def get_by_name(conn: Connection, name: str) -> Channel:
+    row = conn.execute(select(channels).where(channels.c.name == name)).mappings().first()
+    if row is None:
+        raise NotFound("channel", name)
+    return rows.channel(row)
+
+
+def list_all(conn: Connection) -> list[Channel]:
+    return [rows.channel(r) for r in conn.execute(select(channels).order_by(channels.c.id)).mappings()]
+
+
+def create(conn: Connection, clock: TxClock, spec: ChannelSpec) -> Channel:
+    _ensure_name_free(conn, spec.name, None)
+    now = clock.now()
+    values = _spec_values(spec) | {"created_at": now, "updated_at": now, "disabled_reason": None}
+    row = conn.execute(channels.insert().values(values).returning(*channels.c)).mappings().one()
+    buckets.create(conn, row["id"], spec.rate_burst, now)
+    return rows.channel(row)
+
+
+def update_spec(conn: Connection, clock: TxClock, channel_id: int, spec: ChannelSpec) -> Channel:
+    """Store a whole new spec; a change to disabled runs the disable transition too."""
+    current = get(conn, channel_id)
+    _ensure_name_free(conn, spec.name, channel_id)
+    values = _spec_values(spec) | {"updated_at": clock.now()}
+    if spec.enabled and not current.enabled:
+        values["disabled_reason"] = None
+    conn.execute(update(channels).where(channels.c.id == channel_id).values(values))
+    if current.enabled and not spec.enabled:
+        _skip_pending(conn, channel_id)
+    return get(conn, channel_id)
+
+
+def set_enabled(
+    conn: Connection, clock: TxClock, channel_id: int, enabled: bool, reason: str | None
+) -> tuple[Channel, int]:
+    """Enable, or disable and skip its pending rows (C7). Skipped rows are not revived by a
+    later enable; a resend revives them. Returns the channel and how many rows were skipped."""
+    get(conn, channel_id)
+    conn.execute(
+        update(channels)
+        .where(channels.c.id == channel_id)
+        .values(
+            enabled=enabled,
+            disabled_reason=None if enabled else reason,
+            updated_at=clock.now(),
+        )
+    )
+    skipped = 0 if enabled else _skip_pending(conn, channel_id)
+    return get(conn, channel_id), skipped
+
+
+def remove(conn: Connection, channel_id: int) -> None:
+    """Delete a channel and its history; refused while deliveries are still on their way."""
+    get(conn, channel_id)
+    live = conn.scalar(
+        select(func.count())
+        .select_from(deliveries)
+        .where(
+            deliveries.c.channel_id == channel_id,
+            deliveries.c.state.in_([s.value for s in CLAIMABLE]),
+        )
+    )
+    if live:
+        raise Conflict(
+            f"channel {channel_id} has {live} pending or sending deliveries; "
+            "disable it first (its pending deliveries become skipped), then delete it"
+        )
+    conn.execute(delete(channels).where(channels.c.id == channel_id))
+
+
+def _skip_pending(conn: Connection, channel_id: int) -> int:
+    stmt = (
+        update(deliveries)
+        .where(deliveries.c.channel_id == channel_id, deliveries.c.state == State.PENDING.value)
+        .values(state=State.SKIPPED.value, skip_reason=SkipReason.CHANNEL_DISABLED.value)
+    )
+    return conn.execute(stmt).rowcount
+
+
+def _ensure_name_free(conn: Connection, name: str, own_id: int | None) -> None:
+    found = conn.scalar(select(channels.c.id).where(channels.c.name == name))
+    if found is not None and found != own_id:
+        raise Conflict(f"a channel named {name!r} already exists (id {found})")
+
+
+def _spec_values(spec: ChannelSpec) -> dict[str, Any]:
+    values = asdict(spec)
+    values["mode"] = spec.mode.value
+    return values

@@ -1,0 +1,208 @@
+"""Claims (C1, C2, C6, D1–D3, O5): lease due rows in one short transaction, then send.
+
+A claim first sweeps the channel's due rows that must not be sent (past the deadline, or
+whose lease ran out after the last attempt), then leases at most the channel's budget:
+`state=sending`, `attempts+1`, `next_attempt_at = now + lease` and a fresh lease token.
+No lock outlives the transaction; the send happens after commit.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import replace
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import ColumnElement, Select, and_, case, exists, func, literal, or_, select, update
+from sqlalchemy.engine import Connection
+
+from tidings.core.model import AttemptRecord, Channel, Claim, ClaimedDelivery
+from tidings.core.states import CLAIMABLE, AttemptStatus, Failure, Mode, State
+from tidings.store import buckets, rows
+from tidings.store.channel_ops import load_channel
+from tidings.store.clock import TxClock
+from tidings.store.outcomes import insert_attempts
+from tidings.store.schema import channels, deliveries, events
+
+#: D2: a digest batch is a hard memory bound, clamped whatever a caller asks for.
+MAX_DIGEST_BATCH = 500
+SWEEPER_ID = "tidings:sweeper"
+
+d = deliveries
+_CLAIMABLE = [s.value for s in CLAIMABLE]
+
+
+def claim_realtime(
+    conn: Connection, clock: TxClock, channel_id: int, limit: int, lease_s: float, owner: str
+) -> Claim | None:
+    """Lease up to `limit` due rows of a realtime channel, never more than its budget (C6)."""
+    channel = load_channel(conn, channel_id)
+    if channel is None or not channel.enabled or channel.mode is not Mode.REALTIME or limit <= 0:
+        return None
+    sweep(conn, clock, channel)
+    now = clock.now()
+    bucket = buckets.lock(conn, channel, now)
+    if bucket is None:
+        return None
+    allowed = min(limit, buckets.budget(channel, bucket, now))
+    if allowed <= 0:
+        return None
+    claim = _lease(conn, clock, channel, allowed, lease_s, owner, (d.c.next_attempt_at, d.c.id))
+    if claim is not None:
+        buckets.spend(conn, channel, bucket, now, len(claim))
+    return claim
+
+
+def digest_due(conn: Connection, clock: TxClock, channel_id: int) -> bool:
+    """D1: due when the oldest claimable row is at least `digest_period_s` old."""
+    channel = load_channel(conn, channel_id)
+    if channel is None or not channel.enabled:
+        return False
+    oldest = select(func.min(d.c.created_at)).where(_due(channel, clock)).scalar_subquery()
+    return bool(conn.scalar(select(oldest <= clock.at(-channel.digest_period_s))))
+
+
+def claim_digest(
+    conn: Connection, clock: TxClock, channel_id: int, limit: int, lease_s: float, owner: str
+) -> Claim | None:
+    """D2–D4: lease all claimable rows oldest first (≤ 500), one rate token for the message."""
+    channel = load_channel(conn, channel_id)
+    if channel is None or not channel.enabled or limit <= 0:
+        return None
+    sweep(conn, clock, channel)
+    now = clock.now()
+    bucket = buckets.lock(conn, channel, now)
+    if bucket is None or buckets.budget(channel, bucket, now) < 1:
+        return None
+    size = min(limit, MAX_DIGEST_BATCH)
+    claim = _lease(conn, clock, channel, size, lease_s, owner, (d.c.id,))
+    if claim is None:
+        return None
+    buckets.spend(conn, channel, bucket, now, 1)
+    return _assign_batch(conn, claim)
+
+
+def _due(channel: Channel, clock: TxClock) -> ColumnElement[bool]:
+    return and_(
+        d.c.channel_id == channel.id,
+        d.c.state.in_(_CLAIMABLE),
+        d.c.next_attempt_at <= clock.at(),
+    )
+
+
+def _lease(
+    conn: Connection,
+    clock: TxClock,
+    channel: Channel,
+    limit: int,
+    lease_s: float,
+    owner: str,
+    order: Sequence[Any],
+) -> Claim | None:
+    # C7: the channel must still be enabled when the rows are taken, whatever was read before.
+    enabled = exists().where(channels.c.id == d.c.channel_id, channels.c.enabled)
+    picked = (
+        select(d.c.id)
+        .where(_due(channel, clock), enabled)
+        .order_by(*order)
+        .limit(limit)
+        .with_for_update(skip_locked=True)
+        .cte("picked")
+        .prefix_with("MATERIALIZED", dialect="postgresql")
+    )
+    token = secrets.token_hex(16)
+    lease_end = clock.at(lease_s)
+    stmt = (
+        update(d)
+        .where(d.c.id.in_(select(picked.c.id)))
+        .values(
+            state=State.SENDING.value,
+            attempts=d.c.attempts + 1,
+            next_attempt_at=lease_end,
+            lease_token=token,
+            lease_owner=owner,
+        )
+        .returning(*d.c)
+    )
+    leased = sorted((rows.delivery(r) for r in conn.execute(stmt).mappings()), key=lambda x: x.id)
+    if not leased:
+        return None
+    found = conn.execute(select(events).where(events.c.id.in_({x.event_id for x in leased})))
+    by_id = {e.id: e for e in (rows.event(r) for r in found.mappings())}
+    items = [ClaimedDelivery(delivery=x, event=by_id[x.event_id]) for x in leased]
+    return Claim(
+        token=token,
+        owner=owner,
+        channel=channel,
+        items=items,
+        lease_expires_at=leased[0].next_attempt_at,
+    )
+
+
+def _assign_batch(conn: Connection, claim: Claim) -> Claim:
+    """D3: the batch id is the smallest delivery id, kept across retries."""
+    batch_id = min(claim.ids)
+    conn.execute(
+        update(d)
+        .where(d.c.id.in_(claim.ids), d.c.batch_id.is_(None))
+        .values(batch_id=batch_id)
+    )
+    items = [
+        replace(item, delivery=replace(item.delivery, batch_id=item.delivery.batch_id or batch_id))
+        for item in claim.items
+    ]
+    return replace(claim, items=items)
+
+
+def sweep(conn: Connection, clock: TxClock, channel: Channel) -> int:
+    """End the due rows that must not be sent again, and audit lost leases.
+
+    O5: a row older than the channel's `max_age_s` fails as expired rather than going out late.
+    C2: a row whose lease ran out was lost by its worker; its attempt was counted at claim time,
+    so once `max_attempts` are spent it fails as exhausted instead of being leased again.
+    Rows merely returning from a lost lease stay claimable and are leased right after.
+    """
+    lost = d.c.state == State.SENDING.value
+    spent = and_(lost, d.c.attempts >= channel.max_attempts)
+    lost_text = func.coalesce(d.c.lease_owner, "a worker") + (
+        " did not report before its lease ended (crashed or stalled?)"
+    )
+    state: list[tuple[ColumnElement[bool], str]] = [(spent, State.FAILED.value)]
+    failure: list[tuple[ColumnElement[bool], str]] = [(spent, Failure.EXHAUSTED.value)]
+    error: list[tuple[ColumnElement[bool], Any]] = []
+    candidates: ColumnElement[bool] = lost
+    if channel.max_age_s is not None:
+        expired = d.c.created_at <= clock.at(-channel.max_age_s)
+        candidates = or_(lost, expired)
+        state.insert(0, (expired, State.FAILED.value))
+        failure.insert(0, (expired, Failure.EXPIRED.value))
+        error.append((expired, f"not sent: older than max_age_s ({channel.max_age_s:g} s)"))
+    targets = select(d.c.id).where(_due(channel, clock), candidates).with_for_update(skip_locked=True)
+    values = {
+        "state": case(*state, else_=State.PENDING.value),
+        "failure": case(*failure, else_=None),
+        "last_error": case(*error, else_=lost_text) if error else lost_text,
+    }
+    swept = conn.execute(
+        update(d)
+        .where(d.c.id.in_(targets.scalar_subquery()))
+        .values(values)
+        .returning(d.c.id, d.c.failure, d.c.last_error, d.c.batch_id)
+    ).mappings()
+    now = clock.now()
+    records = [
+        AttemptRecord(
+            delivery_id=r["id"],
+            worker_id=SWEEPER_ID,
+            status=AttemptStatus.EXPIRED
+            if r["failure"] == Failure.EXPIRED.value
+            else AttemptStatus.RETRYABLE,
+            started_at=now,
+            finished_at=now,
+            error=r["last_error"],
+            batch_id=r["batch_id"],
+        )
+        for r in swept
+    ]
+    insert_attempts(conn, records)
+    return len(records)

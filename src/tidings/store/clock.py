@@ -1,0 +1,50 @@
+"""The clock of one transaction (C4).
+
+PostgreSQL: the database's `now()` (the transaction's timestamp), so every dispatcher on
+every host agrees on when a lease ends. SQLite lives in one file on one host, so the
+application clock is the database clock there. Tests pass a fixed `now` instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import ColumnElement, Interval, func, literal, select, type_coerce
+from sqlalchemy.engine import Connection
+
+from tidings.store.schema import UTCDateTime
+
+AppClock = Callable[[], datetime]
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class TxClock:
+    def __init__(self, conn: Connection, fixed: datetime | None, app_clock: AppClock) -> None:
+        self._conn = conn
+        self._database_clock = fixed is None and conn.dialect.name == "postgresql"
+        self._value: datetime | None = None
+        if fixed is not None:
+            self._value = fixed.astimezone(UTC)
+        elif not self._database_clock:
+            self._value = app_clock().astimezone(UTC)
+
+    def now(self) -> datetime:
+        """The transaction's time as a Python value (read once from PostgreSQL if needed)."""
+        if self._value is None:
+            value = self._conn.scalar(select(func.now(type_=UTCDateTime)))
+            assert value is not None
+            self._value = value
+        return self._value
+
+    def at(self, offset_s: float = 0.0) -> ColumnElement[datetime]:
+        """`now + offset_s` as a SQL expression, computed by the database when it is the clock."""
+        if self._database_clock and self._value is None:
+            now = func.now()
+            if offset_s:
+                return type_coerce(now + literal(timedelta(seconds=offset_s), Interval()), UTCDateTime)
+            return type_coerce(now, UTCDateTime)
+        return literal(self.now() + timedelta(seconds=offset_s), UTCDateTime)

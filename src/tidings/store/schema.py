@@ -1,0 +1,192 @@
+"""SQLAlchemy Core tables: the one declaration of the schema, which migrations must equal.
+
+Only the store imports SQLAlchemy; rows leave it as `tidings.core.model` dataclasses.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Column,
+    DateTime,
+    Dialect,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+    text,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+
+NAMING = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+metadata = MetaData(naming_convention=NAMING)
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Timezone-aware UTC in, timezone-aware UTC out, on both backends.
+
+    SQLite has no timestamp type: values are stored as naive UTC text in one fixed format, so
+    comparing them as strings orders them correctly.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to the store; pass an aware UTC datetime")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if isinstance(value, str):  # a raw SQLite value, e.g. from min() over the column
+            value = datetime.fromisoformat(value)
+        assert isinstance(value, datetime)
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+JSONDoc = JSON().with_variant(JSONB(), "postgresql")
+# SQLite only auto-increments INTEGER PRIMARY KEY; PostgreSQL gets a bigint identity.
+Id = BigInteger().with_variant(Integer(), "sqlite")
+
+events = Table(
+    "events",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("kind", String(200), nullable=False),
+    Column("subject", String(500), nullable=False),
+    Column("severity", String(16), nullable=False),
+    Column("title", Text, nullable=False),
+    Column("body", Text, nullable=False),
+    Column("url", Text),
+    Column("labels", JSONDoc, nullable=False),
+    Column("data", JSONDoc, nullable=False),
+    Column("tenant", String(200)),
+    Column("idempotency_key", String(255)),
+    Column("created_at", UTCDateTime, nullable=False),
+    UniqueConstraint("idempotency_key"),
+    Index(None, "created_at"),
+)
+
+channels = Table(
+    "channels",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("name", String(100), nullable=False),
+    Column("kind", String(50), nullable=False),
+    Column("config", JSONDoc, nullable=False),
+    Column("enabled", Boolean, nullable=False),
+    Column("disabled_reason", Text),
+    Column("mode", String(16), nullable=False),
+    Column("digest_period_s", Float, nullable=False),
+    Column("filter", JSONDoc, nullable=False),
+    Column("rate_per_min", Float, nullable=False),
+    Column("rate_burst", Integer, nullable=False),
+    Column("max_attempts", Integer, nullable=False),
+    Column("retry_backoff_s", Float, nullable=False),
+    Column("timeout_s", Float, nullable=False),
+    Column("max_age_s", Float),
+    Column("tenant", String(200)),
+    Column("templates", JSONDoc, nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("updated_at", UTCDateTime, nullable=False),
+    UniqueConstraint("name"),
+)
+
+deliveries = Table(
+    "deliveries",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("event_id", Id, ForeignKey("events.id", ondelete="CASCADE"), nullable=False),
+    Column("channel_id", Id, ForeignKey("channels.id", ondelete="CASCADE"), nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("attempts", Integer, nullable=False),
+    Column("next_attempt_at", UTCDateTime, nullable=False),
+    Column("last_error", Text),
+    Column("failure", String(16)),
+    Column("skip_reason", String(32)),
+    Column("batch_id", Id),
+    Column("lease_owner", String(200)),
+    Column("lease_token", String(64)),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("sent_at", UTCDateTime),
+    UniqueConstraint("event_id", "channel_id"),
+    # The claim's access path: due rows of one channel, only among the live ones.
+    Index(
+        "ix_deliveries_claimable",
+        "channel_id",
+        "next_attempt_at",
+        postgresql_where=text("state IN ('pending', 'sending')"),
+        sqlite_where=text("state IN ('pending', 'sending')"),
+    ),
+    Index(None, "channel_id", "state"),
+    Index(None, "state"),
+    Index(None, "created_at"),
+)
+
+attempts = Table(
+    "attempts",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column(
+        "delivery_id", Id, ForeignKey("deliveries.id", ondelete="CASCADE"), nullable=False
+    ),
+    Column("batch_id", Id),
+    Column("worker_id", String(200), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("error", Text),
+    Column("duration_ms", Integer, nullable=False),
+    Column("provider_response", Text),
+    Column("started_at", UTCDateTime, nullable=False),
+    Column("finished_at", UTCDateTime, nullable=False),
+    Index(None, "delivery_id"),
+)
+
+resends = Table(
+    "resends",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column(
+        "delivery_id", Id, ForeignKey("deliveries.id", ondelete="CASCADE"), nullable=False
+    ),
+    Column("operator", String(200), nullable=False),
+    Column("request_id", String(255), nullable=False),
+    Column("at", UTCDateTime, nullable=False),
+    UniqueConstraint("request_id"),
+    Index(None, "delivery_id"),
+)
+
+rate_buckets = Table(
+    "rate_buckets",
+    metadata,
+    Column(
+        "channel_id",
+        Id,
+        ForeignKey("channels.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    Column("tokens", Float, nullable=False),
+    Column("updated_at", UTCDateTime, nullable=False),
+    Column("paused_until", UTCDateTime),
+)

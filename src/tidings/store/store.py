@@ -1,0 +1,275 @@
+"""The Store: every database operation tidings performs, named after its transition.
+
+Async methods over SQLAlchemy Core. Each runs one short transaction: the SQL lives in the
+sibling modules as plain functions of a sync `Connection`, run here through `run_sync`, so a
+caller's own transaction (sync or async) can run them too. Foreign database errors become
+`tidings.core.errors` at this boundary. `now` overrides the clock in tests (C4).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any, TypeVar
+
+from sqlalchemy import exc
+from sqlalchemy.engine import Connection
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from tidings.core.errors import Conflict, StoreError, TidingsError
+from tidings.core.model import (
+    AttemptRecord,
+    Channel,
+    ChannelSpec,
+    Claim,
+    DeliveryDetail,
+    DeliveryQuery,
+    DeliveryView,
+    EventInput,
+    Page,
+    PublishResult,
+    ResendResult,
+)
+from tidings.core.states import Failure
+from tidings.store import channel_ops, claiming, history, migrate, outcomes, publishing, resending
+from tidings.store.clock import AppClock, TxClock, utc_now
+from tidings.store.engine import READ_ONLY, create_engine
+from tidings.store.url import parse
+
+log = logging.getLogger("tidings.store")
+T = TypeVar("T")
+Op = Callable[..., T]
+
+
+class Store:
+    def __init__(self, url: str, *, clock: AppClock = utc_now, pool_size: int = 10) -> None:
+        self.url = parse(url)
+        self.engine: AsyncEngine = create_engine(self.url, pool_size=pool_size)
+        self._clock = clock
+        #: C3: writes refused because the lease had passed to another worker.
+        self.fenced_writes = 0
+
+    @property
+    def backend(self) -> str:
+        return self.url.get_backend_name()
+
+    async def close(self) -> None:
+        await self.engine.dispose()
+
+    async def _run(
+        self, op: Op[T], *args: Any, now: datetime | None = None, read_only: bool = False
+    ) -> T:
+        def call(conn: Connection) -> T:
+            return op(conn, TxClock(conn, now, self._clock), *args)
+
+        try:
+            async with self.engine.connect() as conn:
+                if read_only:
+                    await conn.execution_options(**{READ_ONLY: True})
+                async with conn.begin():
+                    return await conn.run_sync(call)
+        except TidingsError:
+            raise
+        except exc.IntegrityError as error:
+            raise Conflict(f"conflicts with stored data: {error.orig}") from error
+        except (exc.DBAPIError, exc.InterfaceError, OSError) as error:
+            raise StoreError(f"database error: {error}") from error
+
+    # -- schema ---------------------------------------------------------------------------
+
+    async def migrate(self) -> None:
+        async with self.engine.begin() as conn:
+            await conn.run_sync(migrate.upgrade)
+
+    async def ping(self) -> bool:
+        """Readiness: the database answers."""
+        try:
+            await self._run(lambda conn, _clock: conn.exec_driver_sql("SELECT 1"), read_only=True)
+        except StoreError:
+            return False
+        return True
+
+    # -- publishing (E1–E3) ---------------------------------------------------------------
+
+    async def publish(
+        self, inputs: Sequence[EventInput], *, now: datetime | None = None
+    ) -> list[PublishResult]:
+        return await self._run(publishing.publish_events, list(inputs), now=now)
+
+    def publish_in(self, conn: Connection, inputs: Sequence[EventInput]) -> list[PublishResult]:
+        """Publish inside a caller's own sync connection and transaction (E1)."""
+        return publishing.publish_events(conn, TxClock(conn, None, self._clock), list(inputs))
+
+    # -- claims (C1, C2, C6, D1–D3) -------------------------------------------------------
+
+    async def claim_realtime(
+        self, channel_id: int, limit: int, lease_s: float, owner: str, *, now: datetime | None = None
+    ) -> Claim | None:
+        return await self._run(
+            claiming.claim_realtime, channel_id, limit, lease_s, owner, now=now
+        )
+
+    async def digest_due(self, channel_id: int, *, now: datetime | None = None) -> bool:
+        return await self._run(claiming.digest_due, channel_id, now=now, read_only=True)
+
+    async def claim_digest(
+        self,
+        channel_id: int,
+        lease_s: float,
+        owner: str,
+        *,
+        limit: int = claiming.MAX_DIGEST_BATCH,
+        now: datetime | None = None,
+    ) -> Claim | None:
+        return await self._run(claiming.claim_digest, channel_id, limit, lease_s, owner, now=now)
+
+    # -- outcomes (O1–O7, D5, W3), fenced by the lease token (C3) -------------------------
+
+    async def mark_sent(
+        self,
+        token: str,
+        ids: Sequence[int],
+        attempts: Sequence[AttemptRecord] = (),
+        *,
+        now: datetime | None = None,
+    ) -> int:
+        return await self._outcome(outcomes.mark_sent, token, ids, attempts, now=now)
+
+    async def schedule_retry(
+        self,
+        token: str,
+        ids: Sequence[int],
+        delay_s: float,
+        error: str,
+        attempts: Sequence[AttemptRecord] = (),
+        *,
+        now: datetime | None = None,
+    ) -> int:
+        return await self._outcome(
+            outcomes.schedule_retry, token, ids, attempts, delay_s, error, now=now
+        )
+
+    async def fail(
+        self,
+        token: str,
+        ids: Sequence[int],
+        failure: Failure,
+        error: str,
+        attempts: Sequence[AttemptRecord] = (),
+        *,
+        now: datetime | None = None,
+    ) -> int:
+        return await self._outcome(outcomes.fail, token, ids, attempts, failure, error, now=now)
+
+    async def rate_limited(
+        self,
+        token: str,
+        channel_id: int,
+        ids: Sequence[int],
+        delay_s: float,
+        error: str,
+        attempts: Sequence[AttemptRecord] = (),
+        *,
+        now: datetime | None = None,
+    ) -> int:
+        def op(conn: Connection, clock: TxClock, tok: str, row_ids: Sequence[int]) -> int:
+            return outcomes.rate_limited(conn, clock, tok, channel_id, row_ids, delay_s, error)
+
+        return await self._outcome(op, token, ids, attempts, now=now)
+
+    async def defer(
+        self,
+        token: str,
+        ids: Sequence[int],
+        attempts: Sequence[AttemptRecord] = (),
+        *,
+        now: datetime | None = None,
+    ) -> int:
+        return await self._outcome(outcomes.defer, token, ids, attempts, now=now)
+
+    async def record_attempts(self, records: Sequence[AttemptRecord]) -> None:
+        await self._run(lambda conn, _clock: outcomes.insert_attempts(conn, records))
+
+    async def _outcome(
+        self,
+        op: Op[int],
+        token: str,
+        ids: Sequence[int],
+        attempts: Sequence[AttemptRecord],
+        *args: Any,
+        now: datetime | None = None,
+    ) -> int:
+        def both(conn: Connection, clock: TxClock) -> int:
+            changed = op(conn, clock, token, ids, *args)
+            outcomes.insert_attempts(conn, attempts)
+            return changed
+
+        changed = await self._run(both, now=now)
+        if changed < len(ids):
+            self.fenced_writes += len(ids) - changed
+            log.warning(
+                "fenced %d stale write(s) (%s): the lease passed to another worker",
+                len(ids) - changed,
+                getattr(op, "__name__", "outcome"),
+            )
+        return changed
+
+    # -- channels (and C7) ----------------------------------------------------------------
+
+    async def create_channel(self, spec: ChannelSpec) -> Channel:
+        return await self._run(channel_ops.create, spec)
+
+    async def get_channel(self, channel_id: int) -> Channel:
+        return await self._run(channel_ops.get, channel_id, read_only=True)
+
+    async def get_channel_by_name(self, name: str) -> Channel:
+        return await self._run(
+            lambda conn, _clock: channel_ops.get_by_name(conn, name), read_only=True
+        )
+
+    async def list_channels(self) -> list[Channel]:
+        return await self._run(lambda conn, _clock: channel_ops.list_all(conn), read_only=True)
+
+    async def update_channel(self, channel_id: int, spec: ChannelSpec) -> Channel:
+        return await self._run(channel_ops.update_spec, channel_id, spec)
+
+    async def enable_channel(self, channel_id: int) -> Channel:
+        channel, _ = await self._run(channel_ops.set_enabled, channel_id, True, None)
+        return channel
+
+    async def disable_channel(self, channel_id: int, reason: str | None = None) -> int:
+        """C7: disable and skip its pending deliveries; returns how many were skipped."""
+        _, skipped = await self._run(channel_ops.set_enabled, channel_id, False, reason)
+        return skipped
+
+    async def delete_channel(self, channel_id: int) -> None:
+        await self._run(lambda conn, _clock: channel_ops.remove(conn, channel_id))
+
+    # -- operators (M1, M2) ---------------------------------------------------------------
+
+    async def resend(
+        self, delivery_id: int, operator: str, request_id: str, *, now: datetime | None = None
+    ) -> ResendResult:
+        return await self._run(resending.resend, delivery_id, operator, request_id, now=now)
+
+    async def list_deliveries(
+        self,
+        query: DeliveryQuery | None = None,
+        page: int | None = None,
+        page_size: int | None = None,
+    ) -> Page[DeliveryView]:
+        def op(conn: Connection, _clock: TxClock) -> Page[DeliveryView]:
+            return history.list_deliveries(conn, query or DeliveryQuery(), page, page_size)
+
+        return await self._run(op, read_only=True)
+
+    async def get_delivery(self, delivery_id: int) -> DeliveryDetail:
+        return await self._run(
+            lambda conn, _clock: history.get_delivery(conn, delivery_id), read_only=True
+        )
+
+    async def get_event(self, event_id: int) -> PublishResult:
+        return await self._run(
+            lambda conn, _clock: history.get_event(conn, event_id), read_only=True
+        )
