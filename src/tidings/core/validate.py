@@ -1,0 +1,270 @@
+"""Validated inputs built from loose user input: events (publish) and channel specs.
+
+Pure: imports only the standard library and tidings.core. API, CLI and library calls all
+come through here, so bad input fails alike everywhere: a ValidationError naming the field.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import unicodedata
+from collections.abc import Mapping
+from dataclasses import MISSING, fields
+from enum import StrEnum
+from typing import Any, TypeVar
+
+from tidings.core.errors import ValidationError
+from tidings.core.filters import validate_filter
+from tidings.core.model import JSON, ChannelSpec, EventInput, Severity
+from tidings.core.states import Mode
+from tidings.core.text import has_unstorable
+
+KNOWN_KINDS = (
+    "webhook", "wecom", "dingtalk", "feishu", "slack", "teams",
+    "discord", "telegram", "email", "apprise", "inbox",
+)  # fmt: skip
+
+MAX_LABELS = 64
+MAX_JSON_DEPTH = 64
+# Upper bounds keep every duration a valid timedelta and every rate a sane claim size,
+# so absurd input is a 422 rather than an overflow deep in the store.
+MAX_DURATION_S = 10 * 366 * 86400.0
+MAX_TIMEOUT_S = 600.0
+MAX_RATE_PER_MIN = 1_000_000.0
+MAX_RATE_BURST = 10_000
+MAX_ATTEMPTS = 100
+
+_CHANNEL_KIND = re.compile(r"[a-z][a-z0-9_]*")
+_CHANNEL_FIELDS = frozenset(f.name for f in fields(ChannelSpec))
+_CHANNEL_DEFAULTS: dict[str, Any] = {
+    f.name: f.default for f in fields(ChannelSpec) if f.default is not MISSING
+}
+E = TypeVar("E", bound=StrEnum)
+
+
+# --- strings -------------------------------------------------------------------------------
+
+
+def _storable(field: str, text: str) -> None:
+    if has_unstorable(text):
+        raise ValidationError(field, "must not contain NUL or unpaired surrogates")
+
+
+def _string(field: str, value: object, max_chars: int | None = None, empty: bool = False) -> str:
+    if not isinstance(value, str):
+        raise ValidationError(field, "must be a string")
+    _storable(field, value)
+    if not empty and not value:
+        raise ValidationError(field, "must not be empty")
+    if max_chars is not None and len(value) > max_chars:
+        raise ValidationError(field, f"must be at most {max_chars} characters")
+    return str(value)
+
+
+def _optional_string(field: str, value: object, max_chars: int) -> str | None:
+    return None if value is None else _string(field, value, max_chars)
+
+
+def _string_map(field: str, value: object, max_entries: int | None = None) -> dict[str, str]:
+    """A str→str object (labels, templates); None reads as empty."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ValidationError(field, "must be an object of string values")
+    if max_entries is not None and len(value) > max_entries:
+        raise ValidationError(field, f"must have at most {max_entries} entries")
+    result: dict[str, str] = {}
+    for key, item in value.items():
+        name = _string(field, key)  # the key's own problems are reported on the map
+        result[name] = _string(f"{field}.{name}", item, empty=True)
+    return result
+
+
+# --- JSON ----------------------------------------------------------------------------------
+
+
+def _json_object(field: str, value: object) -> JSON:
+    """A JSON object (data, config) as a detached, normalised copy; None reads as empty."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ValidationError(field, "must be an object")
+    _check_json(field, value, depth=1)
+    try:
+        dumped = json.dumps(dict(value), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValidationError(field, f"is not JSON-serialisable ({exc})") from None
+    copy: JSON = json.loads(dumped)
+    return copy
+
+
+def _check_json(path: str, value: object, depth: int) -> None:
+    """Walks `value` so an error names the exact place, e.g. `data.items[2].name`."""
+    # The depth bound also stops a self-referencing structure.
+    if depth > MAX_JSON_DEPTH:
+        raise ValidationError(path, f"nests deeper than {MAX_JSON_DEPTH} levels")
+    if isinstance(value, str):
+        _storable(path, value)
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise ValidationError(path, "must be a finite number")
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise ValidationError(path, f"keys must be strings, not {type(key).__name__}")
+            _storable(path, key)
+            _check_json(f"{path}.{key}", item, depth + 1)
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            _check_json(f"{path}[{index}]", item, depth + 1)
+    elif value is not None and not isinstance(value, int | float):
+        raise ValidationError(path, f"is not a JSON value ({type(value).__name__})")
+
+
+# --- numbers and enums ---------------------------------------------------------------------
+
+
+def _number(field: str, value: object, low: float, high: float, low_open: bool = False) -> float:
+    """An int or float in [low, high] (or (low, high] with low_open); bool and NaN refused."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValidationError(field, "must be a number")
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number):
+        raise ValidationError(field, "must be a finite number")
+    if number < low or (low_open and number == low):
+        raise ValidationError(field, f"must be {'>' if low_open else '>='} {low:g}")
+    if number > high:
+        raise ValidationError(field, f"must be <= {high:g}")
+    return number
+
+
+def _optional_number(field: str, value: object, low: float, high: float) -> float | None:
+    return None if value is None else _number(field, value, low, high, low_open=True)
+
+
+def _integer(field: str, value: object, low: int, high: int) -> int:
+    """An int in [low, high]; a float is accepted only when whole (JSON may send 3.0)."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValidationError(field, "must be a whole number")
+    if not low <= value <= high:
+        raise ValidationError(field, f"must be between {low} and {high}")
+    return value
+
+
+def _enum(field: str, value: object, enum: type[E]) -> E:
+    if isinstance(value, str):
+        try:
+            return enum(value)
+        except ValueError:
+            pass
+    raise ValidationError(field, f"must be one of {', '.join(m.value for m in enum)}")
+
+
+def _bool(field: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise ValidationError(field, "must be true or false")
+    return value
+
+
+# --- events --------------------------------------------------------------------------------
+
+
+def _event_kind(value: object) -> str:
+    kind = _string("kind", value, 200)
+    if any(ch.isspace() or unicodedata.category(ch) == "Cc" for ch in kind):
+        raise ValidationError("kind", "must not contain whitespace or control characters")
+    return kind
+
+
+def event_input(
+    *,
+    kind: object,
+    subject: object,
+    severity: object = Severity.INFO,
+    title: object = "",
+    body: object = "",
+    url: object = None,
+    labels: object = None,
+    data: object = None,
+    tenant: object = None,
+    idempotency_key: object = None,
+) -> EventInput:
+    """An EventInput from loose input (API body, CLI flags, library call)."""
+    return EventInput(
+        kind=_event_kind(kind),
+        subject=_string("subject", subject, 500),
+        severity=_enum("severity", severity, Severity),
+        title=_string("title", title, 1000, empty=True),
+        body=_string("body", body, 65536, empty=True),
+        url=None if url is None else _string("url", url, 2048, empty=True),
+        labels=_string_map("labels", labels, MAX_LABELS),
+        data=_json_object("data", data),
+        tenant=_optional_string("tenant", tenant, 200),
+        idempotency_key=_optional_string("idempotency_key", idempotency_key, 255),
+    )
+
+
+# --- channels ------------------------------------------------------------------------------
+
+
+def _channel_name(value: object) -> str:
+    name = _string("name", value, 100)
+    if any(unicodedata.category(ch) == "Cc" for ch in name):
+        raise ValidationError("name", "must not contain control characters")
+    return name
+
+
+def _channel_kind(value: object) -> str:
+    kind = _string("kind", value, 100)
+    if not _CHANNEL_KIND.fullmatch(kind):
+        raise ValidationError("kind", "must be lower-case letters, digits and _ (e.g. wecom)")
+    return kind
+
+
+def _reject_unknown(names: Mapping[str, object]) -> None:
+    for name in sorted(names):
+        if name not in _CHANNEL_FIELDS:
+            raise ValidationError(name, "unknown channel field")
+
+
+def channel_spec(**raw: object) -> ChannelSpec:
+    """A ChannelSpec from loose input; `name` and `kind` are required, the rest defaulted."""
+    _reject_unknown(raw)
+    for required in ("name", "kind"):
+        if required not in raw:
+            raise ValidationError(required, "is required")
+
+    def get(name: str) -> object:
+        return raw.get(name, _CHANNEL_DEFAULTS.get(name))
+
+    return ChannelSpec(
+        name=_channel_name(raw["name"]),
+        kind=_channel_kind(raw["kind"]),
+        config=_json_object("config", get("config")),
+        enabled=_bool("enabled", get("enabled")),
+        mode=_enum("mode", get("mode"), Mode),
+        digest_period_s=_number("digest_period_s", get("digest_period_s"), 0, MAX_DURATION_S, True),
+        filter=validate_filter(get("filter")),
+        rate_per_min=_number("rate_per_min", get("rate_per_min"), 0, MAX_RATE_PER_MIN),
+        rate_burst=_integer("rate_burst", get("rate_burst"), 1, MAX_RATE_BURST),
+        max_attempts=_integer("max_attempts", get("max_attempts"), 1, MAX_ATTEMPTS),
+        retry_backoff_s=_number("retry_backoff_s", get("retry_backoff_s"), 0, MAX_DURATION_S),
+        timeout_s=_number("timeout_s", get("timeout_s"), 0, MAX_TIMEOUT_S, low_open=True),
+        max_age_s=_optional_number("max_age_s", get("max_age_s"), 0, MAX_DURATION_S),
+        tenant=_optional_string("tenant", get("tenant"), 200),
+        templates=_string_map("templates", get("templates")),
+    )
+
+
+def channel_update(current: ChannelSpec, **changes: object) -> ChannelSpec:
+    """`current` with `changes` applied, validated exactly like a new channel."""
+    _reject_unknown(changes)
+    merged: dict[str, object] = {f.name: getattr(current, f.name) for f in fields(ChannelSpec)}
+    merged.update(changes)
+    return channel_spec(**merged)

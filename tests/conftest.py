@@ -1,0 +1,113 @@
+"""Shared fixtures: every store test runs on a SQLite file and on a real PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+import tidings
+from tests.pg import Server, find_server
+
+BACKENDS = ["sqlite", "postgresql"]
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+TABLES = ["attempts", "resends", "rate_buckets", "deliveries", "events", "channels"]
+
+
+class _PostgresInfo:
+    server: Server | None = None
+    reason = ""
+    database: str | None = None
+    looked = False
+
+
+PG = _PostgresInfo()
+
+
+def postgres() -> Server:
+    if not PG.looked:
+        PG.server, PG.reason = find_server()
+        PG.looked = True
+    if PG.server is None:
+        if IN_CI:
+            pytest.fail(f"PostgreSQL is required under CI=true: {PG.reason}", pytrace=False)
+        pytest.skip(f"PostgreSQL tests SKIPPED: {PG.reason}")
+    return PG.server
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if PG.looked:
+        line = PG.reason if PG.server else f"!!! {PG.reason} — PostgreSQL tests were skipped !!!"
+        terminalreporter.write_line(f"tidings: {line}", bold=PG.server is None, red=PG.server is None)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if PG.server is not None and PG.database is not None:
+        PG.server.drop_database(PG.database)
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A migrated SQLite file; each test gets a copy (cheaper than migrating each time)."""
+    path = tmp_path_factory.mktemp("template") / "template.db"
+
+    async def build() -> None:
+        async with tidings.Hub(f"sqlite:///{path}") as hub:
+            await hub.migrate()
+
+    asyncio.run(build())
+    return path
+
+
+def _postgres_database() -> str:
+    """One migrated database for the session; tests truncate it before they start."""
+    server = postgres()
+    if PG.database is None:
+        PG.database = server.create_database()
+
+        async def build() -> None:
+            async with tidings.Hub(server.url(PG.database or "")) as hub:
+                await hub.migrate()
+
+        asyncio.run(build())
+    return server.url(PG.database)
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def db_url(backend: str, tmp_path: Path, sqlite_template: Path) -> Iterator[str]:
+    if backend == "sqlite":
+        path = tmp_path / "tidings.db"
+        shutil.copy(sqlite_template, path)
+        yield f"sqlite:///{path}"
+        return
+    url = _postgres_database()
+    _truncate(url)
+    yield url
+
+
+def _truncate(url: str) -> None:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"TRUNCATE {', '.join(TABLES)} RESTART IDENTITY CASCADE")
+
+
+@pytest.fixture
+async def hub(db_url: str) -> AsyncIterator[tidings.Hub]:
+    async with tidings.Hub(db_url) as the_hub:
+        yield the_hub
+
+
+async def count(hub: tidings.Hub, table: str) -> int:
+    async with hub.store.engine.connect() as conn:
+        return int((await conn.execute(text(f"SELECT count(*) FROM {table}"))).scalar_one())

@@ -1,0 +1,56 @@
+"""Small builders for store tests."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import tidings
+from tidings.core.model import AttemptRecord, Channel, Claim
+from tidings.core.states import AttemptStatus
+
+WORKER = "test-worker"
+LEASE_S = 120.0
+
+
+def at(seconds: float) -> datetime:
+    """A moment `seconds` from now, for the store's explicit-now override."""
+    return datetime.now(UTC) + timedelta(seconds=seconds)
+
+
+async def channel(hub: tidings.Hub, name: str = "ops", **fields: Any) -> Channel:
+    fields.setdefault("kind", "inbox")
+    return await hub.channels.create(name=name, **fields)
+
+
+async def publish(hub: tidings.Hub, n: int = 1, **fields: Any) -> list[tidings.PublishResult]:
+    fields.setdefault("kind", "finding.created")
+    base_subject = fields.pop("subject", "finding")
+    return await hub.publish_many(
+        [dict(fields, subject=f"{base_subject}:{i}") for i in range(n)]
+    )
+
+
+async def claim(hub: tidings.Hub, ch: Channel, limit: int = 100, **kw: Any) -> Claim:
+    kw.setdefault("owner", WORKER)
+    kw.setdefault("lease_s", LEASE_S)
+    got = await hub.store.claim_realtime(ch.id, limit, **kw)
+    assert got is not None, "expected the claim to lease rows"
+    return got
+
+
+def attempt(delivery_id: int, status: AttemptStatus, **kw: Any) -> AttemptRecord:
+    start = datetime.now(UTC)
+    kw.setdefault("worker_id", WORKER)
+    return AttemptRecord(
+        delivery_id=delivery_id,
+        status=status,
+        started_at=start,
+        finished_at=start + timedelta(milliseconds=kw.pop("ms", 12)),
+        **kw,
+    )
+
+
+async def states(hub: tidings.Hub) -> dict[int, tidings.Delivery]:
+    page = await hub.deliveries(page_size=200)
+    return {v.delivery.id: v.delivery for v in page.items}

@@ -1,0 +1,208 @@
+"""C1–C7: leases, crash healing, fencing, the database clock, the shared rate bucket."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy import text
+
+import tidings
+from tests.store.helpers import LEASE_S, at, attempt, channel, claim, publish, states
+from tidings.core.states import AttemptStatus, Failure, SkipReason, State
+
+
+async def test_c1_claim_leases_due_rows_and_counts_the_attempt(hub: tidings.Hub) -> None:
+    ch = await channel(hub)
+    await publish(hub, 3)
+    before = datetime.now(UTC)
+    got = await claim(hub, ch, limit=2, owner="w-1")
+    assert len(got) == 2
+    assert got.owner == "w-1"
+    rows = await states(hub)
+    for delivery_id in got.ids:
+        row = rows[delivery_id]
+        assert row.state is State.SENDING
+        assert row.attempts == 1
+        assert row.lease_token == got.token
+        assert row.lease_owner == "w-1"
+        lease = (row.next_attempt_at - before).total_seconds()
+        assert LEASE_S - 5 < lease < LEASE_S + 5
+    (left,) = [r for r in rows.values() if r.id not in got.ids]
+    assert left.state is State.PENDING and left.attempts == 0
+
+
+async def test_c1_claim_skips_rows_not_yet_due_and_live_leases(hub: tidings.Hub) -> None:
+    ch = await channel(hub)
+    await publish(hub, 2)
+    first = await claim(hub, ch)
+    assert len(first) == 2
+    assert await hub.store.claim_realtime(ch.id, 10, LEASE_S, "other") is None
+    await hub.store.schedule_retry(first.token, first.ids[:1], 30.0, "later")
+    assert await hub.store.claim_realtime(ch.id, 10, LEASE_S, "other") is None
+
+
+async def test_c1_claim_holds_no_lock_after_it_returns(hub: tidings.Hub, db_url: str) -> None:
+    """Another connection can update the leased rows while the 'send' is in progress."""
+    ch = await channel(hub)
+    await publish(hub, 1)
+    got = await claim(hub, ch)
+    async with tidings.Hub(db_url) as other, other.store.engine.begin() as conn:
+        await conn.execute(text("SET LOCAL lock_timeout = '2s'")) if other.store.backend == "postgresql" else None
+        result = await conn.execute(
+            text("UPDATE deliveries SET last_error = 'touched' WHERE id = :id"), {"id": got.ids[0]}
+        )
+        assert result.rowcount == 1
+
+
+async def test_c2_expired_lease_is_claimable_again_with_the_attempt_counted(
+    hub: tidings.Hub,
+) -> None:
+    ch = await channel(hub)
+    await publish(hub, 1)
+    first = await claim(hub, ch, lease_s=1.0, owner="crashed")
+    second = await claim(hub, ch, owner="rescuer", now=at(5))
+    assert second.ids == first.ids
+    (row,) = (await states(hub)).values()
+    assert row.attempts == 2
+    assert row.lease_owner == "rescuer"
+    detail = await hub.delivery(row.id)
+    (lost,) = detail.attempts_log
+    assert lost.status is AttemptStatus.RETRYABLE
+    assert "crashed" in (lost.error or "")
+
+
+async def test_c2_crash_loop_ends_failed_after_max_attempts(hub: tidings.Hub) -> None:
+    ch = await channel(hub, max_attempts=3)
+    await publish(hub, 1)
+    for i in range(3):
+        await claim(hub, ch, lease_s=1.0, owner=f"crash-{i}", now=at(10 * i))
+    again = await hub.store.claim_realtime(ch.id, 10, LEASE_S, "w", now=at(100))
+    assert again is None
+    (row,) = (await states(hub)).values()
+    assert row.state is State.FAILED
+    assert row.failure is Failure.EXHAUSTED
+    assert row.attempts == 3
+    assert "crash-2" in (row.last_error or "")
+
+
+async def test_c3_stale_token_changes_nothing_and_the_new_holder_wins(hub: tidings.Hub) -> None:
+    ch = await channel(hub)
+    await publish(hub, 1)
+    stale = await claim(hub, ch, lease_s=1.0, owner="slow")
+    fresh = await claim(hub, ch, owner="fast", now=at(5))
+    assert stale.token != fresh.token
+
+    assert await hub.store.mark_sent(fresh.token, fresh.ids) == 1
+    before = hub.store.fenced_writes
+    assert await hub.store.schedule_retry(stale.token, stale.ids, 1.0, "late report") == 0
+    assert await hub.store.fail(stale.token, stale.ids, Failure.PERMANENT, "late") == 0
+    assert await hub.store.mark_sent(stale.token, stale.ids) == 0
+    assert hub.store.fenced_writes == before + 3
+
+    (row,) = (await states(hub)).values()
+    assert row.state is State.SENT
+    assert row.last_error is None
+    assert row.lease_owner == "fast"
+
+
+async def test_c3_stale_token_cannot_undo_a_newer_lease_in_flight(hub: tidings.Hub) -> None:
+    ch = await channel(hub)
+    await publish(hub, 1)
+    stale = await claim(hub, ch, lease_s=1.0, owner="slow")
+    fresh = await claim(hub, ch, owner="fast", now=at(5))
+    assert await hub.store.defer(stale.token, stale.ids) == 0
+    (row,) = (await states(hub)).values()
+    assert row.state is State.SENDING
+    assert row.lease_token == fresh.token
+    assert row.attempts == 2
+
+
+async def test_c4_lease_and_due_times_follow_the_database_clock(
+    db_url: str, backend: str
+) -> None:
+    """An application clock an hour fast: PostgreSQL ignores it (the database clock decides),
+    SQLite has no other clock and uses it consistently for creation, due times and leases."""
+    skew = timedelta(hours=1)
+    async with tidings.Hub(db_url, clock=lambda: datetime.now(UTC) + skew) as fast:
+        ch = await fast.channels.create(name="ops", kind="inbox")
+        published = await fast.publish(kind="a.b", subject="s")
+        got = await fast.store.claim_realtime(ch.id, 10, LEASE_S, "w")
+        assert got is not None
+        created = published.event.created_at
+        lease_end = got.lease_expires_at
+        assert lease_end is not None
+        offset = skew if backend == "sqlite" else timedelta(0)
+        real_now = datetime.now(UTC)
+        assert abs(created - (real_now + offset)) < timedelta(seconds=10)
+        assert abs(lease_end - (real_now + offset + timedelta(seconds=LEASE_S))) < timedelta(
+            seconds=10
+        )
+
+
+async def test_c6_claims_never_exceed_the_shared_bucket(hub: tidings.Hub, db_url: str) -> None:
+    ch = await channel(hub, rate_per_min=60, rate_burst=5)
+    await publish(hub, 20)
+    async with tidings.Hub(db_url) as other:
+        first = await claim(hub, ch, limit=100)
+        assert len(first) == 5
+        assert await other.store.claim_realtime(ch.id, 100, LEASE_S, "w2") is None
+        # one token per second at 60/min: three seconds later, three more rows
+        later = await other.store.claim_realtime(ch.id, 100, LEASE_S, "w2", now=at(3.05))
+        assert later is not None
+        assert len(later) == 3
+    waiting = [r for r in (await states(hub)).values() if r.state is State.PENDING]
+    assert len(waiting) == 12
+    assert all(r.attempts == 0 for r in waiting)
+
+
+async def test_c6_bucket_never_holds_more_than_burst(hub: tidings.Hub) -> None:
+    ch = await channel(hub, rate_per_min=60, rate_burst=2)
+    await publish(hub, 10)
+    got = await claim(hub, ch, limit=100, now=at(3600))
+    assert len(got) == 2
+
+
+async def test_c7_disable_skips_pending_and_claims_require_enabled(hub: tidings.Hub) -> None:
+    ch = await channel(hub)
+    await publish(hub, 3)
+    in_flight = await claim(hub, ch, limit=1)
+    skipped = await hub.channels.disable(ch.id, "maintenance")
+    assert skipped == 2
+    assert await hub.store.claim_realtime(ch.id, 10, LEASE_S, "w") is None
+    rows = await states(hub)
+    assert rows[in_flight.ids[0]].state is State.SENDING
+    others = [r for r in rows.values() if r.id not in in_flight.ids]
+    assert all(r.state is State.SKIPPED for r in others)
+    assert all(r.skip_reason is SkipReason.CHANNEL_DISABLED for r in others)
+    # the in-flight row would go back to pending: it is skipped instead of waiting forever
+    await hub.store.schedule_retry(in_flight.token, in_flight.ids, 1.0, "boom")
+    assert (await states(hub))[in_flight.ids[0]].state is State.SKIPPED
+    # re-enabling does not revive skipped rows
+    await hub.channels.enable(ch.id)
+    assert await hub.store.claim_realtime(ch.id, 10, LEASE_S, "w") is None
+    assert (await hub.channels.get(ch.id)).disabled_reason is None
+
+
+async def test_c7_new_publishes_to_a_disabled_channel_are_skipped(hub: tidings.Hub) -> None:
+    ch = await channel(hub)
+    await hub.channels.disable(ch.id)
+    (result,) = await publish(hub, 1)
+    assert [d.state for d in result.deliveries] == [State.SKIPPED]
+
+
+@pytest.mark.parametrize("limit", [0, -1])
+async def test_c1_nothing_claimed_for_a_non_positive_limit(hub: tidings.Hub, limit: int) -> None:
+    ch = await channel(hub)
+    await publish(hub, 1)
+    assert await hub.store.claim_realtime(ch.id, limit, LEASE_S, "w") is None
+
+
+async def test_c1_attempt_rows_are_kept_with_the_outcome(hub: tidings.Hub) -> None:
+    ch = await channel(hub)
+    await publish(hub, 1)
+    got = await claim(hub, ch)
+    record = attempt(got.ids[0], AttemptStatus.DELIVERED, provider_response="ok")
+    assert await hub.store.mark_sent(got.token, got.ids, [record]) == 1
+    detail = await hub.delivery(got.ids[0])
+    assert [a.status for a in detail.attempts_log] == [AttemptStatus.DELIVERED]

@@ -1,0 +1,175 @@
+"""E1–E3: publishing stores the event and its deliveries together, once per key."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import create_async_engine
+
+import tidings
+from tests.conftest import count
+from tests.store.helpers import channel, claim, publish
+from tidings.core.states import SkipReason, State
+from tidings.store.url import parse
+
+
+async def test_e1_publish_creates_one_pending_delivery_per_matching_enabled_channel(
+    hub: tidings.Hub,
+) -> None:
+    findings = await channel(hub, "findings", filter={"kinds": ["finding.*"]})
+    severe = await channel(hub, "severe", filter={"min_severity": "high"})
+    prod = await channel(hub, "prod", filter={"labels": {"env": "prod"}})
+    await channel(hub, "monitors", filter={"kinds": ["monitor.*"]})
+    acme = await channel(hub, "acme-only", tenant="acme")
+    await channel(hub, "other-tenant", tenant="globex")
+
+    result = await hub.publish(
+        kind="finding.created",
+        subject="finding:1",
+        severity="critical",
+        labels={"env": "prod"},
+        tenant="acme",
+    )
+
+    assert result.created
+    got = {d.channel_id: d for d in result.deliveries}
+    assert set(got) == {findings.id, severe.id, prod.id, acme.id}
+    assert all(d.state is State.PENDING and d.attempts == 0 for d in got.values())
+    assert all(d.event_id == result.event.id for d in got.values())
+    assert await count(hub, "deliveries") == 4
+
+
+async def test_e1_tenant_channel_ignores_events_without_that_tenant(hub: tidings.Hub) -> None:
+    await channel(hub, "acme-only", tenant="acme")
+    everyone = await channel(hub, "everyone")
+    result = await hub.publish(kind="x.y", subject="s")
+    assert [d.channel_id for d in result.deliveries] == [everyone.id]
+
+
+async def test_e1_disabled_matching_channel_gets_a_skipped_delivery(hub: tidings.Hub) -> None:
+    off = await channel(hub, "off", enabled=False)
+    result = await hub.publish(kind="x.y", subject="s")
+    (delivery,) = result.deliveries
+    assert delivery.channel_id == off.id
+    assert delivery.state is State.SKIPPED
+    assert delivery.skip_reason is SkipReason.CHANNEL_DISABLED
+
+
+@pytest.mark.usefixtures("cleanup_trigger")
+async def test_e1_failed_publish_leaves_nothing_behind(hub: tidings.Hub, backend: str) -> None:
+    """A fault in the middle of the fan-out (a trigger refusing one delivery row) rolls back
+    the event and the deliveries written before it."""
+    await channel(hub, "first")
+    broken = await channel(hub, "broken")
+    async with hub.store.engine.begin() as conn:
+        for statement in _refuse_deliveries_for(broken.id, backend):
+            await conn.execute(text(statement))
+
+    with pytest.raises(tidings.TidingsError, match="refused by test trigger"):
+        await publish(hub, 3)
+
+    assert await count(hub, "events") == 0
+    assert await count(hub, "deliveries") == 0
+
+
+def _refuse_deliveries_for(channel_id: int, backend: str) -> list[str]:
+    if backend == "sqlite":
+        return [
+            f"""CREATE TRIGGER refuse BEFORE INSERT ON deliveries
+                WHEN NEW.channel_id = {channel_id}
+                BEGIN SELECT RAISE(ABORT, 'refused by test trigger'); END"""
+        ]
+    return [
+        """CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+           BEGIN RAISE EXCEPTION 'refused by test trigger'; END $$""",
+        f"""CREATE TRIGGER refuse BEFORE INSERT ON deliveries FOR EACH ROW
+            WHEN (NEW.channel_id = {channel_id}) EXECUTE FUNCTION refuse()""",
+    ]
+
+
+@pytest.fixture
+async def cleanup_trigger(hub: tidings.Hub, backend: str) -> AsyncIterator[None]:
+    yield
+    on_table = "" if backend == "sqlite" else " ON deliveries"
+    async with hub.store.engine.begin() as conn:
+        await conn.execute(text(f"DROP TRIGGER IF EXISTS refuse{on_table}"))
+        if backend != "sqlite":
+            await conn.execute(text("DROP FUNCTION IF EXISTS refuse()"))
+
+
+async def test_e1_batch_publish_is_all_or_nothing_on_bad_input(hub: tidings.Hub) -> None:
+    await channel(hub)
+    with pytest.raises(tidings.ValidationError):
+        await hub.publish_many([{"kind": "a.b", "subject": "ok"}, {"kind": "", "subject": "x"}])
+    assert await count(hub, "events") == 0
+
+
+async def test_e2_same_idempotency_key_returns_the_first_event(hub: tidings.Hub) -> None:
+    await channel(hub)
+    first = await hub.publish(kind="a.b", subject="s", title="first", idempotency_key="k-1")
+    again = await hub.publish(kind="a.b", subject="s", title="changed", idempotency_key="k-1")
+    assert first.created and not again.created
+    assert again.event == first.event
+    assert [d.id for d in again.deliveries] == [d.id for d in first.deliveries]
+    assert await count(hub, "events") == 1
+    assert await count(hub, "deliveries") == 1
+
+
+async def test_e2_fifty_concurrent_publishes_of_one_key_make_one_event(
+    hub: tidings.Hub, db_url: str
+) -> None:
+    await channel(hub)
+    hubs = [tidings.Hub(db_url) for _ in range(5)]
+    try:
+        results = await asyncio.gather(
+            *(
+                hubs[i % 5].publish(kind="a.b", subject=f"s{i}", idempotency_key="storm")
+                for i in range(50)
+            )
+        )
+    finally:
+        await asyncio.gather(*(h.close() for h in hubs))
+    assert sum(r.created for r in results) == 1
+    assert len({r.event.id for r in results}) == 1
+    assert await count(hub, "events") == 1
+    assert await count(hub, "deliveries") == 1
+
+
+async def test_e3_claim_carries_the_full_event_snapshot(hub: tidings.Hub) -> None:
+    ch = await channel(hub)
+    published = await hub.publish(
+        kind="finding.created",
+        subject="finding:8812",
+        severity="high",
+        title="SQL injection",
+        body="in /login",
+        url="https://scanner.example/f/8812",
+        labels={"env": "prod"},
+        data={"cvss": 9.8, "paths": ["/login"], "nested": {"ok": True}},
+        tenant="acme",
+    )
+    got = await claim(hub, ch)
+    (item,) = got.items
+    assert item.event == published.event
+    assert item.event.data == {"cvss": 9.8, "paths": ["/login"], "nested": {"ok": True}}
+    assert got.channel.id == ch.id
+
+
+async def test_e1_publish_inside_callers_async_transaction(hub: tidings.Hub, db_url: str) -> None:
+    await channel(hub)
+    engine = create_async_engine(parse(db_url))
+    try:
+        async with engine.connect() as conn:
+            async with conn.begin() as tx:
+                await hub.publish(kind="a.b", subject="rolled-back", conn=conn)
+                await tx.rollback()
+            assert await count(hub, "events") == 0
+            async with conn.begin():
+                await hub.publish(kind="a.b", subject="kept", conn=conn)
+        assert await count(hub, "events") == 1
+        assert await count(hub, "deliveries") == 1
+    finally:
+        await engine.dispose()
