@@ -221,7 +221,9 @@ class Store:
         return await self._run(channel_ops.create, spec)
 
     async def get_channel(self, channel_id: int) -> Channel:
-        return await self._run(channel_ops.get, channel_id, read_only=True)
+        return await self._run(
+            lambda conn, _clock: channel_ops.get(conn, channel_id), read_only=True
+        )
 
     async def get_channel_by_name(self, name: str) -> Channel:
         return await self._run(
