@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import shutil
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import create_engine, text
 
 import tidings
 from tests.pg import Server, find_server
+from tidings.store import migrate
 
 BACKENDS = ["sqlite", "postgresql"]
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
@@ -43,7 +43,9 @@ def postgres() -> Server:
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if PG.looked:
         line = PG.reason if PG.server else f"!!! {PG.reason} — PostgreSQL tests were skipped !!!"
-        terminalreporter.write_line(f"tidings: {line}", bold=PG.server is None, red=PG.server is None)
+        terminalreporter.write_line(
+            f"tidings: {line}", bold=PG.server is None, red=PG.server is None
+        )
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
@@ -55,12 +57,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A migrated SQLite file; each test gets a copy (cheaper than migrating each time)."""
     path = tmp_path_factory.mktemp("template") / "template.db"
-
-    async def build() -> None:
-        async with tidings.Hub(f"sqlite:///{path}") as hub:
-            await hub.migrate()
-
-    asyncio.run(build())
+    _migrate(f"sqlite:///{path}")
     return path
 
 
@@ -69,13 +66,25 @@ def _postgres_database() -> str:
     server = postgres()
     if PG.database is None:
         PG.database = server.create_database()
-
-        async def build() -> None:
-            async with tidings.Hub(server.url(PG.database or "")) as hub:
-                await hub.migrate()
-
-        asyncio.run(build())
+        _migrate(server.url(PG.database).replace("postgresql://", "postgresql+psycopg://", 1))
     return server.url(PG.database)
+
+
+def _migrate(sync_url: str) -> None:
+    engine = create_engine(sync_url)
+    try:
+        with engine.begin() as conn:
+            migrate.upgrade(conn)
+    finally:
+        engine.dispose()
+
+
+@pytest.fixture
+def pg_url() -> str:
+    """The session's PostgreSQL database, emptied, for tests that only make sense there."""
+    url = _postgres_database()
+    _truncate(url)
+    return url
 
 
 @pytest.fixture(params=BACKENDS)

@@ -93,9 +93,18 @@ def _throwaway_cluster() -> Server | None:
             capture_output=True,
         )
         subprocess.run(
-            [*prefix, os.path.join(bindir, "pg_ctl"), "-D", datadir, "-w", "-l",
-             os.path.join(workdir, "log"), "-o",
-             f"-p {port} -k {workdir} -c listen_addresses=127.0.0.1 -c fsync=off", "start"],
+            [
+                *prefix,
+                os.path.join(bindir, "pg_ctl"),
+                "-D",
+                datadir,
+                "-w",
+                "-l",
+                os.path.join(workdir, "log"),
+                "-o",
+                f"-p {port} -k {workdir} -c listen_addresses=127.0.0.1 -c fsync=off",
+                "start",
+            ],
             check=True,
             capture_output=True,
         )

@@ -5,8 +5,8 @@ in realtime or as digests, under rate limits, with retries and an audit row per 
 """
 
 from tidings.core.errors import (
-    Conflict,
     ConfigError,
+    Conflict,
     NotFound,
     StoreError,
     TidingsError,

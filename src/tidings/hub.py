@@ -88,9 +88,7 @@ class Hub:
     async def migrate(self) -> None:
         await self.store.migrate()
 
-    async def publish(
-        self, *, conn: AsyncConnection | None = None, **fields: Any
-    ) -> PublishResult:
+    async def publish(self, *, conn: AsyncConnection | None = None, **fields: Any) -> PublishResult:
         """Publish one event (E1–E3); fields as in `tidings.core.validate.event_input`."""
         (result,) = await self.publish_many([validate.event_input(**fields)], conn=conn)
         return result
@@ -123,4 +121,3 @@ class Hub:
         self, delivery_id: int, *, operator: str = "library", request_id: str | None = None
     ) -> ResendResult:
         return await self.store.resend(delivery_id, operator, request_id or uuid.uuid4().hex)
-

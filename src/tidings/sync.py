@@ -33,7 +33,9 @@ T = TypeVar("T")
 class _Loop:
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, name="tidings-sync", daemon=True)
+        self._thread = threading.Thread(
+            target=self.loop.run_forever, name="tidings-sync", daemon=True
+        )
         self._thread.start()
 
     def call(self, coro: Coroutine[Any, Any, T]) -> T:

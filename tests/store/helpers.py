@@ -26,9 +26,7 @@ async def channel(hub: tidings.Hub, name: str = "ops", **fields: Any) -> Channel
 async def publish(hub: tidings.Hub, n: int = 1, **fields: Any) -> list[tidings.PublishResult]:
     fields.setdefault("kind", "finding.created")
     base_subject = fields.pop("subject", "finding")
-    return await hub.publish_many(
-        [dict(fields, subject=f"{base_subject}:{i}") for i in range(n)]
-    )
+    return await hub.publish_many([dict(fields, subject=f"{base_subject}:{i}") for i in range(n)])
 
 
 async def claim(hub: tidings.Hub, ch: Channel, limit: int = 100, **kw: Any) -> Claim:

@@ -15,7 +15,9 @@ async def test_create_applies_defaults_and_reads_back(hub: tidings.Hub) -> None:
     assert created.mode is Mode.REALTIME
     assert (created.max_attempts, created.retry_backoff_s, created.timeout_s) == (3, 30.0, 15.0)
     assert (created.rate_per_min, created.rate_burst, created.digest_period_s) == (0.0, 1, 3600.0)
-    assert created.enabled and created.max_age_s is None and created.tenant is None
+    assert created.enabled
+    assert created.max_age_s is None
+    assert created.tenant is None
     assert await hub.channels.get(created.id) == created
     assert await hub.channels.get_by_name("ops") == created
     assert [c.id for c in await hub.channels.list()] == [created.id]

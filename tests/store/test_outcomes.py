@@ -152,8 +152,16 @@ async def test_o7_every_attempt_writes_an_audit_row(hub: tidings.Hub) -> None:
         first.ids,
         0.0,
         "HTTP 500",
-        [attempt(first.ids[0], AttemptStatus.RETRYABLE, worker_id="w-a", error="HTTP 500",
-                 provider_response="oops", ms=250)],
+        [
+            attempt(
+                first.ids[0],
+                AttemptStatus.RETRYABLE,
+                worker_id="w-a",
+                error="HTTP 500",
+                provider_response="oops",
+                ms=250,
+            )
+        ],
     )
     second = await claim(hub, ch, owner="w-b", now=at(1))
     await hub.store.mark_sent(

@@ -8,7 +8,6 @@ from collections.abc import AsyncIterator
 import pytest
 
 import tidings
-from tests.conftest import _postgres_database, _truncate
 from tests.store.helpers import LEASE_S
 
 ROWS = 10_000
@@ -17,10 +16,8 @@ LIMIT = 300
 
 
 @pytest.fixture
-async def pg_hub() -> AsyncIterator[tidings.Hub]:
-    url = _postgres_database()
-    _truncate(url)
-    async with tidings.Hub(url) as hub:
+async def pg_hub(pg_url: str) -> AsyncIterator[tidings.Hub]:
+    async with tidings.Hub(pg_url) as hub:
         yield hub
 
 

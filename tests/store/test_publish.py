@@ -111,7 +111,8 @@ async def test_e2_same_idempotency_key_returns_the_first_event(hub: tidings.Hub)
     await channel(hub)
     first = await hub.publish(kind="a.b", subject="s", title="first", idempotency_key="k-1")
     again = await hub.publish(kind="a.b", subject="s", title="changed", idempotency_key="k-1")
-    assert first.created and not again.created
+    assert first.created
+    assert not again.created
     assert again.event == first.event
     assert [d.id for d in again.deliveries] == [d.id for d in first.deliveries]
     assert await count(hub, "events") == 1
@@ -173,3 +174,30 @@ async def test_e1_publish_inside_callers_async_transaction(hub: tidings.Hub, db_
         assert await count(hub, "deliveries") == 1
     finally:
         await engine.dispose()
+
+
+async def test_e2_batch_with_repeated_and_stored_keys_keeps_order(hub: tidings.Hub) -> None:
+    await channel(hub)
+    stored = await hub.publish(kind="a.b", subject="stored", idempotency_key="old")
+    results = await hub.publish_many(
+        [
+            {"kind": "a.b", "subject": "plain-1"},
+            {"kind": "a.b", "subject": "dup-first", "idempotency_key": "dup"},
+            {"kind": "a.b", "subject": "again-old", "idempotency_key": "old"},
+            {"kind": "a.b", "subject": "dup-second", "idempotency_key": "dup"},
+            {"kind": "a.b", "subject": "plain-2"},
+        ]
+    )
+    assert [r.created for r in results] == [True, True, False, False, True]
+    assert [r.event.subject for r in results] == [
+        "plain-1",
+        "dup-first",
+        "stored",
+        "dup-first",
+        "plain-2",
+    ]
+    assert results[2].event == stored.event
+    assert results[3].event == results[1].event
+    assert [len(r.deliveries) for r in results] == [1, 1, 1, 1, 1]
+    assert await count(hub, "events") == 4
+    assert await count(hub, "deliveries") == 4

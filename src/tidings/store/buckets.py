@@ -29,10 +29,12 @@ def lock(conn: Connection, channel: Channel, now: datetime) -> ratelimit.Bucket 
     """The channel's bucket, locked until commit; None when another claimer holds it.
 
     On PostgreSQL a concurrent claimer of the same channel skips instead of waiting (W1): the
-    one holding the lock is spending this channel's budget right now anyway.
+    one holding the lock is spending this channel's budget right now anyway. An unlimited
+    channel has no budget to guard, so its bucket (read only for a provider pause) is not
+    locked and its claimers run side by side.
     """
     stmt = select(rate_buckets).where(rate_buckets.c.channel_id == channel.id)
-    if is_postgres(conn):
+    if is_postgres(conn) and channel.rate_per_min > 0:
         stmt = stmt.with_for_update(skip_locked=True)
     row = conn.execute(stmt).mappings().first()
     if row is None:
@@ -61,9 +63,15 @@ def budget(channel: Channel, bucket: ratelimit.Bucket, now: datetime) -> int:
     return ratelimit.available(bucket, now, channel.rate_per_min, channel.rate_burst)
 
 
-def spend(conn: Connection, channel: Channel, bucket: ratelimit.Bucket, now: datetime, n: int) -> None:
-    if n > 0:
-        save(conn, channel.id, ratelimit.take(bucket, now, channel.rate_per_min, channel.rate_burst, n))
+def spend(
+    conn: Connection, channel: Channel, bucket: ratelimit.Bucket, now: datetime, n: int
+) -> None:
+    if n > 0 and channel.rate_per_min > 0:  # an unlimited bucket has nothing to count
+        save(
+            conn,
+            channel.id,
+            ratelimit.take(bucket, now, channel.rate_per_min, channel.rate_burst, n),
+        )
 
 
 def _exists(conn: Connection, channel_id: int) -> bool:

@@ -36,7 +36,9 @@ def get_by_name(conn: Connection, name: str) -> Channel:
 
 
 def list_all(conn: Connection) -> list[Channel]:
-    return [rows.channel(r) for r in conn.execute(select(channels).order_by(channels.c.id)).mappings()]
+    return [
+        rows.channel(r) for r in conn.execute(select(channels).order_by(channels.c.id)).mappings()
+    ]
 
 
 def create(conn: Connection, clock: TxClock, spec: ChannelSpec) -> Channel:

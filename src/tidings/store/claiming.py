@@ -9,11 +9,11 @@ No lock outlives the transaction; the send happens after commit.
 from __future__ import annotations
 
 import secrets
-from dataclasses import replace
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, and_, case, exists, func, literal, or_, select, update
+from sqlalchemy import ColumnElement, and_, case, exists, func, or_, select, update
 from sqlalchemy.engine import Connection
 
 from tidings.core.model import AttemptRecord, Channel, Claim, ClaimedDelivery
@@ -143,9 +143,7 @@ def _assign_batch(conn: Connection, claim: Claim) -> Claim:
     """D3: the batch id is the smallest delivery id, kept across retries."""
     batch_id = min(claim.ids)
     conn.execute(
-        update(d)
-        .where(d.c.id.in_(claim.ids), d.c.batch_id.is_(None))
-        .values(batch_id=batch_id)
+        update(d).where(d.c.id.in_(claim.ids), d.c.batch_id.is_(None)).values(batch_id=batch_id)
     )
     items = [
         replace(item, delivery=replace(item.delivery, batch_id=item.delivery.batch_id or batch_id))
@@ -177,7 +175,9 @@ def sweep(conn: Connection, clock: TxClock, channel: Channel) -> int:
         state.insert(0, (expired, State.FAILED.value))
         failure.insert(0, (expired, Failure.EXPIRED.value))
         error.append((expired, f"not sent: older than max_age_s ({channel.max_age_s:g} s)"))
-    targets = select(d.c.id).where(_due(channel, clock), candidates).with_for_update(skip_locked=True)
+    targets = (
+        select(d.c.id).where(_due(channel, clock), candidates).with_for_update(skip_locked=True)
+    )
     values = {
         "state": case(*state, else_=State.PENDING.value),
         "failure": case(*failure, else_=None),

@@ -45,6 +45,8 @@ class TxClock:
         if self._database_clock and self._value is None:
             now = func.now()
             if offset_s:
-                return type_coerce(now + literal(timedelta(seconds=offset_s), Interval()), UTCDateTime)
+                return type_coerce(
+                    now + literal(timedelta(seconds=offset_s), Interval()), UTCDateTime
+                )
             return type_coerce(now, UTCDateTime)
         return literal(self.now() + timedelta(seconds=offset_s), UTCDateTime)

@@ -20,7 +20,9 @@ from tidings.store import rows
 from tidings.store.schema import attempts, channels, deliveries, events
 
 d = deliveries
-_JOINED = d.join(channels, channels.c.id == d.c.channel_id).join(events, events.c.id == d.c.event_id)
+_JOINED = d.join(channels, channels.c.id == d.c.channel_id).join(
+    events, events.c.id == d.c.event_id
+)
 
 
 def list_deliveries(

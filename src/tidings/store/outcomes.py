@@ -61,9 +61,7 @@ def _fenced(conn: Connection, token: str, ids: Sequence[int], values: dict[str, 
 
 
 def _channel_enabled() -> ColumnElement[Any]:
-    return (
-        select(channels.c.enabled).where(channels.c.id == d.c.channel_id).scalar_subquery()
-    )
+    return select(channels.c.enabled).where(channels.c.id == d.c.channel_id).scalar_subquery()
 
 
 def _back_to_pending() -> dict[str, Any]:

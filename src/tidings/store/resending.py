@@ -30,21 +30,25 @@ def resend(
     )
     if conn.execute(audit).rowcount == 0:
         return _repeat(conn, delivery_id, request_id)
-    requeued = conn.execute(
-        update(d)
-        .where(d.c.id == delivery_id, d.c.state.in_([s.value for s in RESENDABLE]))
-        .values(
-            state=State.PENDING.value,
-            attempts=0,
-            next_attempt_at=clock.at(),
-            last_error=None,
-            failure=None,
-            skip_reason=None,
-            lease_token=None,
-            lease_owner=None,
+    requeued = (
+        conn.execute(
+            update(d)
+            .where(d.c.id == delivery_id, d.c.state.in_([s.value for s in RESENDABLE]))
+            .values(
+                state=State.PENDING.value,
+                attempts=0,
+                next_attempt_at=clock.at(),
+                last_error=None,
+                failure=None,
+                skip_reason=None,
+                lease_token=None,
+                lease_owner=None,
+            )
+            .returning(*d.c)
         )
-        .returning(*d.c)
-    ).mappings().first()
+        .mappings()
+        .first()
+    )
     if requeued is None:
         current = _load(conn, delivery_id, lock=False)
         raise Conflict(

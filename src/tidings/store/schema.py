@@ -149,9 +149,7 @@ attempts = Table(
     "attempts",
     metadata,
     Column("id", Id, primary_key=True, autoincrement=True),
-    Column(
-        "delivery_id", Id, ForeignKey("deliveries.id", ondelete="CASCADE"), nullable=False
-    ),
+    Column("delivery_id", Id, ForeignKey("deliveries.id", ondelete="CASCADE"), nullable=False),
     Column("batch_id", Id),
     Column("worker_id", String(200), nullable=False),
     Column("status", String(16), nullable=False),
@@ -167,9 +165,7 @@ resends = Table(
     "resends",
     metadata,
     Column("id", Id, primary_key=True, autoincrement=True),
-    Column(
-        "delivery_id", Id, ForeignKey("deliveries.id", ondelete="CASCADE"), nullable=False
-    ),
+    Column("delivery_id", Id, ForeignKey("deliveries.id", ondelete="CASCADE"), nullable=False),
     Column("operator", String(200), nullable=False),
     Column("request_id", String(255), nullable=False),
     Column("at", UTCDateTime, nullable=False),

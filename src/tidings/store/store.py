@@ -104,11 +104,15 @@ class Store:
     # -- claims (C1, C2, C6, D1–D3) -------------------------------------------------------
 
     async def claim_realtime(
-        self, channel_id: int, limit: int, lease_s: float, owner: str, *, now: datetime | None = None
+        self,
+        channel_id: int,
+        limit: int,
+        lease_s: float,
+        owner: str,
+        *,
+        now: datetime | None = None,
     ) -> Claim | None:
-        return await self._run(
-            claiming.claim_realtime, channel_id, limit, lease_s, owner, now=now
-        )
+        return await self._run(claiming.claim_realtime, channel_id, limit, lease_s, owner, now=now)
 
     async def digest_due(self, channel_id: int, *, now: datetime | None = None) -> bool:
         return await self._run(claiming.digest_due, channel_id, now=now, read_only=True)

@@ -16,7 +16,9 @@ def parse(url: str) -> URL:
     try:
         parsed = make_url(url)
     except ArgumentError as exc:
-        raise ConfigError(f"not a database URL: {url!r} (use sqlite:///… or postgresql://…)") from exc
+        raise ConfigError(
+            f"not a database URL: {url!r} (use sqlite:///… or postgresql://…)"
+        ) from exc
     backend = _ALIASES.get(parsed.get_backend_name(), parsed.get_backend_name())
     if backend not in _ASYNC_DRIVERS:
         raise ConfigError(
