@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 
 from sqlalchemy import RowMapping, insert, select
@@ -51,7 +51,7 @@ def publish_events(
 
 
 def _insert_keyed(
-    conn: Connection, inputs: Sequence[EventInput], stamp: dict[str, object]
+    conn: Connection, inputs: Sequence[EventInput], stamp: Mapping[str, object]
 ) -> dict[str, tuple[Event | None, int]]:
     """Insert keyed events, ignoring keys already stored; key -> (new event or None, index)."""
     first: dict[str, int] = {}
