@@ -12,6 +12,7 @@ from sqlalchemy import create_engine, text
 
 import tidings
 from tests.pg import Server, find_server
+from tests.sink import Sink
 from tidings.store import migrate
 
 BACKENDS = ["sqlite", "postgresql"]
@@ -120,3 +121,10 @@ async def hub(db_url: str) -> AsyncIterator[tidings.Hub]:
 async def count(hub: tidings.Hub, table: str) -> int:
     async with hub.store.engine.connect() as conn:
         return int((await conn.execute(text(f"SELECT count(*) FROM {table}"))).scalar_one())
+
+
+@pytest.fixture
+def sink() -> Iterator[Sink]:
+    """A real HTTP receiver on 127.0.0.1, answering as each test scripts it."""
+    with Sink() as the_sink:
+        yield the_sink

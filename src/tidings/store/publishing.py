@@ -14,6 +14,7 @@ from tidings.core.states import SkipReason, State
 from tidings.store import rows
 from tidings.store.clock import TxClock
 from tidings.store.dialect import insert_ignoring_conflict
+from tidings.store.notify import announce
 from tidings.store.schema import channels, deliveries, events
 
 
@@ -36,6 +37,8 @@ def publish_events(
     keyed = _insert_keyed(conn, inputs, stamp)
     new_events = list(found.values()) + [event for event, _ in keyed.values() if event]
     fanned = _fan_out(conn, new_events, all_channels)
+    if fanned:
+        announce(conn)
     results: list[PublishResult] = []
     for i, item in enumerate(inputs):
         if i in found:

@@ -11,6 +11,7 @@ from tidings.core.states import RESENDABLE, State
 from tidings.store import rows
 from tidings.store.clock import TxClock
 from tidings.store.dialect import insert_ignoring_conflict, is_postgres
+from tidings.store.notify import announce
 from tidings.store.schema import deliveries, resends
 
 d = deliveries
@@ -55,6 +56,7 @@ def resend(
             f"delivery {delivery_id} is {current.state.value}; "
             "only failed or skipped deliveries can be resent"
         )
+    announce(conn)
     return ResendResult(delivery=rows.delivery(requeued), requeued=True)
 
 

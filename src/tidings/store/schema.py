@@ -186,3 +186,18 @@ rate_buckets = Table(
     Column("updated_at", UTCDateTime, nullable=False),
     Column("paused_until", UTCDateTime),
 )
+
+# Messages delivered to `inbox` channels: the zero-setup demo target and a template preview.
+inbox_messages = Table(
+    "inbox_messages",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("channel_id", Id, ForeignKey("channels.id", ondelete="CASCADE"), nullable=False),
+    Column("message_id", String(100), nullable=False),
+    Column("batch_id", Id),
+    Column("delivery_ids", JSONDoc, nullable=False),
+    Column("title", Text, nullable=False),
+    Column("body", Text, nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Index(None, "channel_id", "id"),
+)

@@ -32,9 +32,20 @@ from tidings.core.model import (
     ResendResult,
 )
 from tidings.core.states import Failure
-from tidings.store import channel_ops, claiming, history, migrate, outcomes, publishing, resending
+from tidings.store import (
+    channel_ops,
+    claiming,
+    history,
+    inbox,
+    migrate,
+    outcomes,
+    publishing,
+    resending,
+    scheduling,
+)
 from tidings.store.clock import AppClock, TxClock, utc_now
 from tidings.store.engine import READ_ONLY, create_engine
+from tidings.store.notify import PostgresListener
 from tidings.store.url import parse
 
 log = logging.getLogger("tidings.store")
@@ -49,6 +60,8 @@ class Store:
         self._clock = clock
         #: C3: writes refused because the lease had passed to another worker.
         self.fenced_writes = 0
+        #: Called after this process stored new work: the in-process wake-up (W2).
+        self.work_listeners: list[Callable[[], None]] = []
 
     @property
     def backend(self) -> str:
@@ -95,11 +108,23 @@ class Store:
     async def publish(
         self, inputs: Sequence[EventInput], *, now: datetime | None = None
     ) -> list[PublishResult]:
-        return await self._run(publishing.publish_events, list(inputs), now=now)
+        results = await self._run(publishing.publish_events, list(inputs), now=now)
+        self._new_work()
+        return results
 
     def publish_in(self, conn: Connection, inputs: Sequence[EventInput]) -> list[PublishResult]:
         """Publish inside a caller's own sync connection and transaction (E1)."""
-        return publishing.publish_events(conn, TxClock(conn, None, self._clock), list(inputs))
+        results = publishing.publish_events(conn, TxClock(conn, None, self._clock), list(inputs))
+        self._new_work()  # early if the caller rolls back; the dispatcher then finds nothing
+        return results
+
+    def _new_work(self) -> None:
+        for listener in self.work_listeners:
+            listener()
+
+    def listener(self, on_notify: Callable[[], None]) -> PostgresListener | None:
+        """A LISTEN connection for cross-process wake-ups, on PostgreSQL only."""
+        return PostgresListener(self.url, on_notify) if self.backend == "postgresql" else None
 
     # -- claims (C1, C2, C6, D1–D3) -------------------------------------------------------
 
@@ -257,7 +282,10 @@ class Store:
     async def resend(
         self, delivery_id: int, operator: str, request_id: str, *, now: datetime | None = None
     ) -> ResendResult:
-        return await self._run(resending.resend, delivery_id, operator, request_id, now=now)
+        result = await self._run(resending.resend, delivery_id, operator, request_id, now=now)
+        if result.requeued:
+            self._new_work()
+        return result
 
     async def list_deliveries(
         self,
@@ -278,4 +306,37 @@ class Store:
     async def get_event(self, event_id: int) -> PublishResult:
         return await self._run(
             lambda conn, _clock: history.get_event(conn, event_id), read_only=True
+        )
+
+    # -- scheduling, C5 and the inbox ----------------------------------------------------
+
+    async def due_channels(self, *, now: datetime | None = None) -> list[Channel]:
+        return await self._run(scheduling.due_channels, now=now, read_only=True)
+
+    async def next_due_at(self) -> datetime | None:
+        return await self._run(lambda conn, _clock: scheduling.next_due_at(conn), read_only=True)
+
+    async def largest_timeout(self) -> tuple[float, str] | None:
+        return await self._run(
+            lambda conn, _clock: scheduling.largest_timeout(conn), read_only=True
+        )
+
+    async def inbox_put(
+        self,
+        channel_id: int,
+        message_id: str,
+        batch_id: int | None,
+        delivery_ids: Sequence[int],
+        title: str,
+        body: str,
+    ) -> None:
+        await self._run(
+            inbox.put, channel_id, message_id, batch_id, list(delivery_ids), title, body
+        )
+
+    async def inbox_recent(
+        self, channel_id: int | None = None, limit: int = 50
+    ) -> list[inbox.InboxMessage]:
+        return await self._run(
+            lambda conn, _clock: inbox.recent(conn, channel_id, limit), read_only=True
         )

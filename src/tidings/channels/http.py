@@ -1,0 +1,323 @@
+"""The one outbound HTTP seam: an aiohttp session behind the address guard, the shared
+classification of HTTP answers into outcomes, and translation of aiohttp's exceptions.
+Imports aiohttp, tidings.channels.netguard and tidings.core.
+"""
+
+from __future__ import annotations
+
+import re
+import traceback
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from types import TracebackType
+from typing import Final, NamedTuple
+from urllib.parse import urlsplit
+
+import aiohttp
+from multidict import CIMultiDict, CIMultiDictProxy
+from yarl import URL
+
+from tidings.channels.netguard import BlockedAddress, GuardedResolver, Network, check_literal_host
+from tidings.core.outcome import Delivered, Outcome, RateLimited, Reason, Reject, Retry
+from tidings.core.retry import parse_retry_after
+from tidings.core.states import AttemptStatus
+from tidings.core.text import truncate_chars
+
+MAX_RESPONSE_BYTES: Final = 65536
+MAX_ERROR_CHARS: Final = 1000
+DNS_CACHE_TTL_S: Final = 10
+# No connector-wide limit: the dispatcher's concurrency bounds the sends, and a waiting slot
+# would eat into the send's own timeout.
+CONNECTION_LIMIT: Final = 0
+SCHEMES: Final = frozenset({"http", "https"})
+
+
+class InvalidTarget(Exception):
+    """The URL cannot be sent to (not http/https, no host, malformed); retrying cannot help."""
+
+
+class RequestTimeout(TimeoutError):
+    """A send exceeded its `timeout_s`; carries the limit so the error can name it."""
+
+    def __init__(self, timeout_s: float) -> None:
+        super().__init__(f"timed out after {timeout_s:g} s")
+        self.timeout_s = timeout_s
+
+
+@dataclass(frozen=True)
+class HttpResponse:
+    """An HTTP answer, already read. `headers` from HttpClient is a case-insensitive
+    CIMultiDictProxy; `classify` also accepts a plain dict and looks names up ignoring case.
+    `text` is at most MAX_RESPONSE_BYTES of the body, decoded as UTF-8 (errors replaced)."""
+
+    status: int
+    headers: Mapping[str, str]
+    text: str
+
+
+class HttpClient:
+    """One keep-alive aiohttp session for a dispatcher, refusing non-public targets."""
+
+    def __init__(
+        self, *, allowed_networks: Sequence[Network] = (), user_agent: str = "tidings/0.1"
+    ) -> None:
+        self._allowed = tuple(allowed_networks)
+        self._user_agent = user_agent
+        self._session: aiohttp.ClientSession | None = None
+
+    async def start(self) -> None:
+        if self._session is not None:
+            return
+        connector = aiohttp.TCPConnector(
+            resolver=GuardedResolver(self._allowed),
+            limit=CONNECTION_LIMIT,
+            ttl_dns_cache=DNS_CACHE_TTL_S,
+        )
+        self._session = aiohttp.ClientSession(
+            connector=connector,
+            # Proxies from the environment would bypass the address guard.
+            trust_env=False,
+            auto_decompress=True,
+            # Cookies set by one receiver must never travel to another channel.
+            cookie_jar=aiohttp.DummyCookieJar(),
+            headers={"User-Agent": self._user_agent},
+        )
+
+    async def close(self) -> None:
+        if self._session is not None:
+            session, self._session = self._session, None
+            await session.close()
+
+    async def __aenter__(self) -> HttpClient:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def post(
+        self, url: str, *, body: bytes, headers: Mapping[str, str], timeout_s: float
+    ) -> HttpResponse:
+        """POST `body`; redirects come back as 3xx answers, never followed.
+
+        Raises InvalidTarget, BlockedAddress (before any connection for IP literals, from
+        the resolver for names), RequestTimeout, or aiohttp's errors; `outcome_for_exception`
+        turns any of them into an outcome.
+        """
+        if not timeout_s > 0:
+            # aiohttp reads a zero timeout as "none": a send must never hang past its lease.
+            raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
+        target = _target(url)
+        # aiohttp skips the resolver for IP literals, so they are checked here, on the
+        # same parsed URL object aiohttp will use.
+        check_literal_host(target.raw_host or "", self._allowed)
+        if self._session is None:
+            raise RuntimeError("HttpClient.start() must be awaited before post()")
+        try:
+            async with self._session.post(
+                target,
+                data=body,
+                headers=dict(headers),
+                allow_redirects=False,
+                timeout=aiohttp.ClientTimeout(total=timeout_s),
+            ) as response:
+                raw = await _read_capped(response.content, MAX_RESPONSE_BYTES)
+                return HttpResponse(
+                    status=response.status,
+                    headers=CIMultiDictProxy(CIMultiDict(response.headers)),
+                    text=raw.decode("utf-8", errors="replace"),
+                )
+        except TimeoutError as error:  # asyncio's and aiohttp's timeouts alike
+            raise RequestTimeout(timeout_s) from error
+
+
+def _target(url: str) -> URL:
+    try:
+        target = URL(url)
+    except (ValueError, TypeError) as error:
+        raise InvalidTarget(f"malformed URL {redact_url(url)}: {error}") from None
+    if target.scheme not in SCHEMES:
+        raise InvalidTarget(f"{redact_url(url)}: only http:// and https:// URLs can be sent to")
+    if not target.raw_host:
+        raise InvalidTarget(f"{redact_url(url)}: the URL has no host")
+    return target
+
+
+async def _read_capped(stream: aiohttp.StreamReader, limit: int) -> bytes:
+    """At most `limit` bytes of the body; the rest is never read (the connection is then
+    closed rather than reused), so a huge answer cannot exhaust memory."""
+    chunks: list[bytes] = []
+    size = 0
+    while size < limit:
+        chunk = await stream.read(limit - size)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
+# --- URLs in messages -------------------------------------------------------------------
+
+_URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]+")
+
+
+def redact_url(url: str) -> str:
+    """`url` without userinfo, fragment or query values: scheme://host[:port]/path?…
+
+    Chat webhooks carry their secrets in the query (and some in userinfo), so every message
+    that names a URL names this form of it.
+    """
+    try:
+        parts = urlsplit(url.strip())
+    except ValueError:
+        return "<unparseable URL>"
+    host = parts.netloc.rpartition("@")[2]
+    prefix = f"{parts.scheme}:" if parts.scheme else ""
+    authority = f"//{host}" if parts.netloc or parts.scheme else ""
+    query = "?…" if parts.query else ""
+    return f"{prefix}{authority}{parts.path}{query}"
+
+
+def scrub(text: str) -> str:
+    """`text` with every URL in it redacted (exception messages and tracebacks quote them)."""
+    return _URL_IN_TEXT.sub(lambda m: redact_url(m.group(0)), text)
+
+
+# --- classification ---------------------------------------------------------------------
+
+
+class StatusRule(NamedTuple):
+    """How one specific HTTP status is classified (DESIGN §4, webhook classification)."""
+
+    kind: AttemptStatus
+    reason: Reason
+    disable_channel: bool = False
+
+
+#: Specific statuses; 2xx is delivered, and other codes follow their range (`rule_for`).
+STATUS_RULES: Final[Mapping[int, StatusRule]] = {
+    400: StatusRule(AttemptStatus.PERMANENT, Reason.CLIENT_ERROR),
+    401: StatusRule(AttemptStatus.PERMANENT, Reason.AUTH),
+    403: StatusRule(AttemptStatus.PERMANENT, Reason.AUTH),
+    404: StatusRule(AttemptStatus.PERMANENT, Reason.INVALID_TARGET),
+    408: StatusRule(AttemptStatus.RETRYABLE, Reason.TIMEOUT),
+    410: StatusRule(AttemptStatus.PERMANENT, Reason.GONE, disable_channel=True),
+    413: StatusRule(AttemptStatus.PERMANENT, Reason.TOO_LARGE),
+    422: StatusRule(AttemptStatus.PERMANENT, Reason.CLIENT_ERROR),
+    425: StatusRule(AttemptStatus.RETRYABLE, Reason.CLIENT_ERROR),
+    429: StatusRule(AttemptStatus.RATE_LIMITED, Reason.RATE_LIMITED),
+}
+
+
+def rule_for(status: int) -> StatusRule:
+    """The rule for a status that is not 2xx: the table's entry, else its range's rule."""
+    if status in STATUS_RULES:
+        return STATUS_RULES[status]
+    if 300 <= status <= 399:
+        # A redirect could lead anywhere, including past the address guard: never followed.
+        return StatusRule(AttemptStatus.PERMANENT, Reason.REDIRECT)
+    if 400 <= status <= 499:
+        return StatusRule(AttemptStatus.PERMANENT, Reason.CLIENT_ERROR)
+    if 500 <= status <= 599:
+        return StatusRule(AttemptStatus.RETRYABLE, Reason.SERVER_ERROR)
+    return StatusRule(AttemptStatus.RETRYABLE, Reason.UNEXPECTED)
+
+
+def classify(response: HttpResponse, now: datetime) -> Outcome:
+    """The outcome of an HTTP answer; `error` carries the receiver's own words."""
+    body = response.text or None
+    if 200 <= response.status <= 299:
+        return Delivered(provider_response=body)
+    rule = rule_for(response.status)
+    if rule.reason is Reason.REDIRECT:
+        return Reject(Reason.REDIRECT, _redirect_error(response), provider_response=body)
+    error = _error(response)
+    if rule.kind is AttemptStatus.PERMANENT:
+        return Reject(rule.reason, error, body, disable_channel=rule.disable_channel)
+    hint = parse_retry_after(header(response.headers, "Retry-After"), now)
+    if rule.kind is AttemptStatus.RATE_LIMITED:
+        return RateLimited(error, retry_after_s=hint, provider_response=body)
+    return Retry(rule.reason, error, retry_after_s=hint, provider_response=body)
+
+
+def header(headers: Mapping[str, str], name: str) -> str | None:
+    """`headers[name]`, ignoring case whatever kind of mapping `headers` is."""
+    value = headers.get(name)
+    if value is not None:
+        return value
+    wanted = name.casefold()
+    return next((v for k, v in headers.items() if k.casefold() == wanted), None)
+
+
+def _error(response: HttpResponse) -> str:
+    words = " ".join(response.text.split())
+    text = f"HTTP {response.status}: {words}" if words else f"HTTP {response.status}"
+    return truncate_chars(text, MAX_ERROR_CHARS)
+
+
+def _redirect_error(response: HttpResponse) -> str:
+    location = header(response.headers, "Location")
+    if location is None:
+        return f"HTTP {response.status}: redirect (no Location) not followed"
+    return f"HTTP {response.status}: redirect to {redact_url(location)} not followed"
+
+
+# --- exceptions -------------------------------------------------------------------------
+
+_CONNECTION_ERRORS: Final = (
+    aiohttp.ClientConnectionError,  # ClientConnectorError, ClientOSError, ServerDisconnected…
+    aiohttp.ClientPayloadError,
+    OSError,  # ConnectionError and the socket errors aiohttp lets through unwrapped
+)
+
+
+def outcome_for_exception(error: BaseException) -> Outcome:
+    """Translate an exception raised while sending into an outcome (STYLE 11).
+
+    Messages never hold a URL's query or userinfo: every URL in them is redacted.
+    """
+    blocked = _find_blocked(error)
+    if blocked is not None:
+        return Reject(Reason.BLOCKED_ADDRESS, str(blocked))
+    if isinstance(error, InvalidTarget | aiohttp.InvalidURL):
+        return Reject(Reason.INVALID_TARGET, scrub(f"invalid target: {error}"))
+    # Before the connection errors: aiohttp's ServerTimeoutError is both.
+    if isinstance(error, TimeoutError):
+        return Retry(
+            Reason.TIMEOUT, str(error) if isinstance(error, RequestTimeout) else "timed out"
+        )
+    if isinstance(error, _CONNECTION_ERRORS):
+        detail = str(error) or type(error).__name__
+        return Retry(Reason.CONNECTION, scrub(f"connection failed: {detail}"))
+    lines = traceback.format_exception(type(error), error, error.__traceback__)
+    return Retry(
+        Reason.UNEXPECTED,
+        truncate_chars(scrub(f"{type(error).__name__}: {error}"), MAX_ERROR_CHARS),
+        provider_response=scrub("".join(lines)),
+    )
+
+
+def _find_blocked(error: BaseException) -> BlockedAddress | None:
+    """The BlockedAddress behind `error`, however it was wrapped (cause, context, os_error).
+
+    aiohttp 3.14 lets a resolver's non-OSError exception through unwrapped, but wraps
+    OSErrors in ClientConnectorDNSError; searching the chain holds either way.
+    """
+    seen: set[int] = set()
+    pending: list[object] = [error]
+    while pending:
+        current = pending.pop()
+        if not isinstance(current, BaseException) or id(current) in seen:
+            continue
+        if isinstance(current, BlockedAddress):
+            return current
+        seen.add(id(current))
+        pending += [getattr(current, "os_error", None), current.__cause__, current.__context__]
+    return None

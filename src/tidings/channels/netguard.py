@@ -1,0 +1,184 @@
+"""Outbound safety (DESIGN §3): which addresses a send may connect to, checked on the address
+actually connected to. Imports aiohttp's resolver interface and tidings.core; nothing else.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import socket
+from collections.abc import Iterable, Sequence
+from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network
+from typing import TypeAlias
+
+from aiohttp.abc import AbstractResolver, ResolveResult
+from aiohttp.resolver import ThreadedResolver
+
+from tidings.core.errors import ConfigError
+
+Network: TypeAlias = IPv4Network | IPv6Network
+Address: TypeAlias = IPv4Address | IPv6Address
+
+SETTING = "TIDINGS_ALLOWED_PRIVATE_NETWORKS"
+
+# Named only to make refusals self-explaining; the rule itself is "not public".
+_METADATA = frozenset(
+    {ipaddress.ip_address("169.254.169.254"), ipaddress.ip_address("fd00:ec2::254")}
+)
+_SHARED = ipaddress.ip_network("100.64.0.0/10")
+
+
+class BlockedAddress(Exception):
+    """A target host is, or resolves only to, an address outbound sends may not reach."""
+
+    def __init__(self, host: str, address: str) -> None:
+        super().__init__(_refusal(host, address))
+        self.host = host
+        self.address = address
+
+
+def _refusal(host: str, address: str) -> str:
+    if _address(address) is None:
+        # Recent aiohttp refuses these itself; older versions hand them to the OS, which
+        # reads "127.1" or "2130706433" as 127.0.0.1.
+        return (
+            f"refused to connect: {address} is not a canonical IP address; "
+            f"write it as a dotted quad, an IPv6 address or a hostname"
+        )
+    same = host in (address, f"[{address}]")
+    where = address if same else f"{host!r} resolves to {address}, which"
+    return (
+        f"refused to connect: {where} is a {describe(address)} address "
+        f"(private/loopback/link-local addresses are refused); "
+        f"allow it with {SETTING}{_example(address)}"
+    )
+
+
+def parse_networks(text: str | Sequence[str] | None) -> tuple[Network, ...]:
+    """CIDRs from "10.0.0.0/8, fd00::/8" (or a list of such strings); empty → ()."""
+    if text is None:
+        return ()
+    parts = [text] if isinstance(text, str) else list(text)
+    entries = [e.strip() for part in parts for e in part.split(",") if e.strip()]
+    return tuple(_parse_network(entry) for entry in entries)
+
+
+def _parse_network(entry: str) -> Network:
+    try:
+        return ipaddress.ip_network(entry, strict=True)
+    except ValueError as error:
+        hint = ""
+        # A typo like 10.0.0.5/8 is common; name the network the operator probably meant.
+        with contextlib.suppress(ValueError):
+            hint = f"; did you mean {ipaddress.ip_network(entry, strict=False)}?"
+        raise ConfigError(
+            f"{SETTING}: {entry!r} is not a CIDR network such as 127.0.0.0/8 or fd00::/8 "
+            f"({error}){hint}"
+        ) from None
+
+
+def _address(text: str) -> Address | None:
+    """`text` as an address, IPv4-mapped IPv6 unwrapped; None when it is not one."""
+    try:
+        address = ipaddress.ip_address(text.strip().removeprefix("[").removesuffix("]"))
+    except ValueError:
+        return None
+    if isinstance(address, IPv6Address) and address.ipv4_mapped is not None:
+        # ::ffff:127.0.0.1 reaches 127.0.0.1; judge it as what it reaches.
+        return address.ipv4_mapped
+    return address
+
+
+def _in_any(address: Address, networks: Iterable[Network]) -> bool:
+    # Membership across IP versions is simply False, so mixed lists need no filtering.
+    return any(address in network for network in networks)
+
+
+def _is_public(address: Address) -> bool:
+    # is_global alone admits multicast (224/4, ff00::/8) and some reserved IPv6 ranges.
+    return (
+        address.is_global
+        and not address.is_multicast
+        and not address.is_reserved
+        and not address.is_unspecified
+    )
+
+
+def is_allowed(address: str, allowed_networks: Iterable[Network] = ()) -> bool:
+    """True when a send may connect to `address`: publicly routable, or explicitly allowed.
+
+    Pure. Anything that is not an IP address is refused.
+    """
+    parsed = _address(address)
+    if parsed is None:
+        return False
+    return _is_public(parsed) or _in_any(parsed, allowed_networks)
+
+
+def describe(address: str) -> str:
+    """What kind of non-public address `address` is, for error messages."""
+    parsed = _address(address)
+    if parsed is None:
+        return "non-canonical IP"
+    checks = [
+        (parsed in _METADATA, "cloud metadata (link-local)"),
+        (parsed.is_loopback, "loopback"),
+        (parsed.is_link_local, "link-local"),
+        (_in_any(parsed, [_SHARED]), "shared (CGNAT)"),
+        (parsed.is_multicast, "multicast"),
+        (parsed.is_unspecified, "unspecified"),
+        (parsed.is_private, "private"),
+        (parsed.is_reserved, "reserved"),
+    ]
+    return next((kind for hit, kind in checks if hit), "non-public")
+
+
+def _example(address: str) -> str:
+    parsed = _address(address)
+    return "" if parsed is None else f" (e.g. {ipaddress.ip_network(parsed)})"
+
+
+def _looks_like_ip_literal(host: str) -> bool:
+    # aiohttp's own test (helpers.is_ip_address): such hosts skip the resolver entirely.
+    return ":" in host or host.replace(".", "").isdigit()
+
+
+def check_literal_host(host: str, allowed_networks: Iterable[Network] = ()) -> None:
+    """Refuse an IP-literal `host` that is not allowed; hostnames are left to the resolver.
+
+    aiohttp never calls the resolver for hosts that look like IP literals, so these must be
+    checked before the request. A host aiohttp would treat as a literal but that is not a
+    canonical address (e.g. "2130706433", "127.1") is refused rather than guessed at.
+    """
+    bare = host.removeprefix("[").removesuffix("]")
+    if not _looks_like_ip_literal(bare) and _address(bare) is None:
+        return
+    if not is_allowed(bare, allowed_networks):
+        raise BlockedAddress(host, bare)
+
+
+class GuardedResolver(AbstractResolver):
+    """Resolves through `inner` and drops every address a send may not reach.
+
+    aiohttp connects only to the addresses its resolver returned, so the address checked
+    here is the one connected to: a DNS answer that changes in between cannot slip through.
+    """
+
+    def __init__(
+        self, allowed_networks: Iterable[Network] = (), inner: AbstractResolver | None = None
+    ) -> None:
+        self._allowed = tuple(allowed_networks)
+        # ThreadedResolver: getaddrinfo in a thread, no aiodns needed. It needs a running loop.
+        self._inner = inner if inner is not None else ThreadedResolver()
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
+        results = await self._inner.resolve(host, port, family)
+        kept = [r for r in results if is_allowed(r["host"], self._allowed)]
+        if results and not kept:
+            raise BlockedAddress(host, results[0]["host"])
+        return kept
+
+    async def close(self) -> None:
+        await self._inner.close()

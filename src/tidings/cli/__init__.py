@@ -1,0 +1,5 @@
+"""The `tidings` command line: thin commands over the library, one-line errors, no tracebacks."""
+
+from tidings.cli.app import app, main
+
+__all__ = ["app", "main"]

@@ -1,0 +1,177 @@
+"""The dispatcher's lifecycle: check the lease (C5), find due channels, run their jobs, sleep
+until new work or the next due time, and shut down gracefully (W3).
+
+One dispatcher per process; any number of them share one database (W1).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from ipaddress import IPv4Network, IPv6Network
+
+from tidings.channels.base import SendContext
+from tidings.channels.http import HttpClient
+from tidings.channels.registry import Registry
+from tidings.core.errors import ConfigError
+from tidings.core.model import Channel
+from tidings.core.states import Mode
+from tidings.dispatch.jobs import JobContext, run_digest, run_realtime
+from tidings.dispatch.wakeup import Wakeup
+from tidings.store import Store
+
+log = logging.getLogger("tidings.dispatch")
+
+#: C5: a lease must outlast the slowest send this many times over.
+LEASE_TIMEOUT_FACTOR = 4
+
+
+@dataclass(frozen=True)
+class DispatcherConfig:
+    worker_id: str
+    lease_s: float = 120.0
+    poll_interval_s: float = 1.0
+    #: Sends in flight at once, across all channels.
+    concurrency: int = 50
+    #: Rows one realtime claim may take (never more than the channel's rate budget).
+    claim_size: int = 50
+    #: W3: how long in-flight sends may finish after a stop before they are given back.
+    grace_s: float = 20.0
+    allowed_networks: tuple[IPv4Network | IPv6Network, ...] = field(default_factory=tuple)
+
+
+def check_lease(lease_s: float, largest_timeout: tuple[float, str] | None) -> None:
+    """C5: refuse a lease that a slow send could outlive (two workers would send one row)."""
+    if largest_timeout is None:
+        return
+    timeout_s, name = largest_timeout
+    if lease_s < LEASE_TIMEOUT_FACTOR * timeout_s:
+        raise ConfigError(
+            f"lease of {lease_s:g} s is shorter than {LEASE_TIMEOUT_FACTOR} × the largest "
+            f"channel timeout_s ({timeout_s:g} s on channel {name!r}); set TIDINGS_LEASE_S to "
+            f"at least {LEASE_TIMEOUT_FACTOR * timeout_s:g} or lower that channel's timeout_s"
+        )
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        store: Store,
+        registry: Registry,
+        config: DispatcherConfig,
+        *,
+        rand: Callable[[], float] = random.random,
+    ) -> None:
+        self.store = store
+        self.registry = registry
+        self.config = config
+        self._rand = rand
+        self._stopping = asyncio.Event()
+        self._jobs: dict[int, asyncio.Task[bool]] = {}
+        self._resting: dict[int, float] = {}  # channel id -> monotonic time to look again
+
+    def stop(self) -> None:
+        """Stop claiming; in-flight sends get the grace period (W3). Safe from signal handlers."""
+        self._stopping.set()
+
+    async def run(self) -> None:
+        check_lease(self.config.lease_s, await self.store.largest_timeout())
+        http = HttpClient(allowed_networks=self.config.allowed_networks)
+        await http.start()
+        wakeup = Wakeup(self.store)
+        await wakeup.start()
+        ctx = JobContext(
+            store=self.store,
+            registry=self.registry,
+            send_context=lambda: SendContext(http=http, inbox=self.store, attempt_at=_utc_now()),
+            slots=asyncio.Semaphore(self.config.concurrency),
+            worker_id=self.config.worker_id,
+            lease_s=self.config.lease_s,
+            claim_size=self.config.claim_size,
+            rand=self._rand,
+            clock=_utc_now,
+            stopping=self._stopping,
+        )
+        log.info("dispatcher %s started on %s", self.config.worker_id, self.store.backend)
+        try:
+            while not self._stopping.is_set():
+                await self._start_jobs(ctx)
+                await self._sleep(wakeup)
+        finally:
+            await self._shutdown()
+            await wakeup.close()
+            await http.close()
+            log.info("dispatcher %s stopped", self.config.worker_id)
+
+    async def _start_jobs(self, ctx: JobContext) -> None:
+        now = time.monotonic()
+        for channel in await self.store.due_channels():
+            if channel.id in self._jobs or self._resting.get(channel.id, 0.0) > now:
+                continue
+            job = run_realtime if channel.mode is Mode.REALTIME else run_digest
+            task = asyncio.create_task(job(ctx, channel), name=f"channel-{channel.id}")
+            task.add_done_callback(functools.partial(self._job_done, channel))
+            self._jobs[channel.id] = task
+
+    def _job_done(self, channel: Channel, task: asyncio.Task[bool]) -> None:
+        self._jobs.pop(channel.id, None)
+        if task.cancelled():
+            return
+        error = task.exception()
+        if error is not None:
+            log.error("channel %r job failed: %s", channel.name, error, exc_info=error)
+        if error is not None or not task.result():
+            # Due rows but nothing leased: no rate budget, a digest not yet due, or rows held
+            # by another worker. Let the channel rest instead of asking again at once.
+            self._resting[channel.id] = time.monotonic() + self._rest_s(channel)
+
+    def _rest_s(self, channel: Channel) -> float:
+        if channel.mode is Mode.REALTIME and channel.rate_per_min > 0:
+            return min(self.config.poll_interval_s, 60.0 / channel.rate_per_min)
+        return self.config.poll_interval_s
+
+    async def _sleep(self, wakeup: Wakeup) -> None:
+        timeout = self.config.poll_interval_s
+        next_due = await self.store.next_due_at()
+        if next_due is not None:
+            until_due = (next_due - _utc_now()).total_seconds()
+            if until_due > 0:
+                timeout = min(timeout, until_due)
+        now = time.monotonic()
+        resting = [t - now for t in self._resting.values() if t > now]
+        if resting:
+            timeout = min(timeout, min(resting))
+        waiters = [asyncio.create_task(wakeup.wait(timeout))]
+        waiters.append(asyncio.create_task(self._stopping.wait()))
+        waiters.extend(asyncio.ensure_future(asyncio.shield(j)) for j in self._jobs.values())
+        try:
+            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in waiters:
+                waiter.cancel()
+            await asyncio.gather(*waiters, return_exceptions=True)
+        if any(w.done() and not w.cancelled() and w.result() for w in waiters[:1]):
+            self._resting.clear()  # new work announced: every channel may look again
+
+    async def _shutdown(self) -> None:
+        """W3: let in-flight sends finish within the grace period, then cancel and give back."""
+        self._stopping.set()
+        jobs = list(self._jobs.values())
+        if not jobs:
+            return
+        _, pending = await asyncio.wait(jobs, timeout=self.config.grace_s)
+        for task in pending:
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.gather(*pending, return_exceptions=True)
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)

@@ -1,0 +1,114 @@
+"""Per-channel jobs: drain a realtime channel claim by claim, or send a due digest.
+
+A job stops when its claim comes back empty (nothing due, no rate budget, or another worker
+holds the rows) or the dispatcher is stopping. If it is cancelled mid-send (W3 after the
+grace period), the results it has are written and the unsent rows are given back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from tidings.channels.base import SendContext, Target
+from tidings.channels.registry import Registry
+from tidings.core.model import Channel, Claim
+from tidings.dispatch import report, sending
+from tidings.dispatch.report import SendResult
+from tidings.store import Store
+
+
+@dataclass
+class JobContext:
+    store: Store
+    registry: Registry
+    send_context: Callable[[], SendContext]
+    slots: asyncio.Semaphore
+    worker_id: str
+    lease_s: float
+    claim_size: int
+    rand: Callable[[], float]
+    clock: Callable[[], datetime]
+    stopping: asyncio.Event
+
+
+async def run_realtime(ctx: JobContext, channel: Channel) -> bool:
+    """Drain the channel; True when at least one claim leased rows."""
+    leased = False
+    while not ctx.stopping.is_set():
+        claim = await ctx.store.claim_realtime(
+            channel.id, ctx.claim_size, ctx.lease_s, ctx.worker_id
+        )
+        if claim is None:
+            return leased
+        leased = True
+        await _send_claim(ctx, claim)
+    return leased
+
+
+async def _send_claim(ctx: JobContext, claim: Claim) -> None:
+    adapter = ctx.registry.get(claim.channel.kind)
+
+    async def one(index: int) -> SendResult:
+        item = claim.items[index]
+        async with ctx.slots:
+            target = Target((item.delivery.id,))
+            message = sending.render_single(adapter, claim.channel, target, item.event)
+            return await sending.send(
+                adapter, ctx.send_context(), claim.channel, message, ctx.clock
+            )
+
+    tasks = [asyncio.create_task(one(i)) for i in range(len(claim.items))]
+    await _finish(ctx, claim, tasks)
+
+
+async def run_digest(ctx: JobContext, channel: Channel) -> bool:
+    """Send due digest messages, one per claim (D4, D5); True when one was sent."""
+    sent = False
+    while not ctx.stopping.is_set() and await ctx.store.digest_due(channel.id):
+        claim = await ctx.store.claim_digest(channel.id, ctx.lease_s, ctx.worker_id)
+        if claim is None:
+            return sent
+        sent = True
+        await _send_digest(ctx, claim)
+    return sent
+
+
+async def _send_digest(ctx: JobContext, claim: Claim) -> None:
+    adapter = ctx.registry.get(claim.channel.kind)
+    batch_id = claim.items[0].delivery.batch_id or min(claim.ids)
+    events = [item.event for item in claim.items]
+
+    async def one() -> SendResult:
+        async with ctx.slots:
+            message = sending.render_segment(adapter, claim.channel, batch_id, claim.ids, events)
+            return await sending.send(
+                adapter, ctx.send_context(), claim.channel, message, ctx.clock
+            )
+
+    await _finish(ctx, claim, [asyncio.create_task(one())])
+
+
+async def _finish(ctx: JobContext, claim: Claim, tasks: list[asyncio.Task[SendResult]]) -> None:
+    """Wait for the sends and record them; on cancellation record what finished and give the
+    rest back, so a shutdown leaves no row `sending` (W3)."""
+    try:
+        await asyncio.gather(*tasks)
+    except asyncio.CancelledError:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.shield(_record(ctx, claim, tasks))
+        raise
+    await _record(ctx, claim, tasks)
+
+
+async def _record(ctx: JobContext, claim: Claim, tasks: list[asyncio.Task[SendResult]]) -> None:
+    results = [t.result() for t in tasks if t.done() and not t.cancelled() and not t.exception()]
+    covered = {i for result in results for i in result.ids}
+    unsent = [i for i in claim.ids if i not in covered]
+    await report.record(
+        ctx.store, claim, results, worker_id=ctx.worker_id, rand=ctx.rand, deferred=unsent
+    )

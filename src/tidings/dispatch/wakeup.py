@@ -1,0 +1,75 @@
+"""Wake-ups (W2): an idle dispatcher sleeps until new work is announced or the poll timer ends.
+
+In-process (SQLite, and the API of `serve` on any backend) through an event set by the store
+after a publish; across processes on PostgreSQL through LISTEN/NOTIFY. Polling stays the
+correctness path: a missed wake-up only costs latency.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from tidings.store import Store
+from tidings.store.notify import PostgresListener
+
+log = logging.getLogger("tidings.dispatch.wakeup")
+HEALTH_CHECK_S = 15.0
+
+
+class Wakeup:
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._event = asyncio.Event()
+        self._loop = asyncio.get_running_loop()
+        self._listener: PostgresListener | None = None
+        self._watch: asyncio.Task[None] | None = None
+
+    def notify(self) -> None:
+        """Safe from any thread (the sync facade publishes from another one)."""
+        self._loop.call_soon_threadsafe(self._event.set)
+
+    async def start(self) -> None:
+        self._store.work_listeners.append(self.notify)
+        if self._store.backend == "postgresql":
+            self._watch = asyncio.create_task(self._keep_listening(), name="tidings-listen")
+
+    async def wait(self, timeout_s: float) -> bool:
+        """True when woken, False when the timeout passed."""
+        try:
+            await asyncio.wait_for(self._event.wait(), timeout=max(timeout_s, 0.0))
+        except TimeoutError:
+            return False
+        finally:
+            self._event.clear()
+        return True
+
+    async def close(self) -> None:
+        with contextlib.suppress(ValueError):
+            self._store.work_listeners.remove(self.notify)
+        if self._watch is not None:
+            self._watch.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watch
+        await self._drop_listener()
+
+    async def _keep_listening(self) -> None:
+        """Hold a LISTEN connection, check it answers, and replace it when it does not."""
+        while True:
+            if self._listener is None or not await self._listener.healthy():
+                await self._drop_listener()
+                self._listener = self._store.listener(self.notify)
+                try:
+                    if self._listener is not None:
+                        await self._listener.start()
+                        self.notify()  # anything published while we were deaf
+                except (OSError, Exception) as error:
+                    log.warning("cannot LISTEN for wake-ups (polling meanwhile): %s", error)
+                    await self._drop_listener()
+            await asyncio.sleep(HEALTH_CHECK_S)
+
+    async def _drop_listener(self) -> None:
+        if self._listener is not None:
+            await self._listener.close()
+            self._listener = None

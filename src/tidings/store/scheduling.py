@@ -1,0 +1,48 @@
+"""What a dispatcher asks between claims: which channels have due work, and when more is due."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import func, select
+from sqlalchemy.engine import Connection
+
+from tidings.core.model import Channel
+from tidings.core.states import CLAIMABLE
+from tidings.store import rows
+from tidings.store.clock import TxClock
+from tidings.store.schema import channels, deliveries
+
+d = deliveries
+_LIVE = [s.value for s in CLAIMABLE]
+
+
+def due_channels(conn: Connection, clock: TxClock) -> list[Channel]:
+    """Enabled channels with at least one claimable row due now."""
+    due = (
+        select(d.c.id)
+        .where(d.c.channel_id == channels.c.id, d.c.state.in_(_LIVE))
+        .where(d.c.next_attempt_at <= clock.at())
+        .exists()
+    )
+    stmt = select(channels).where(channels.c.enabled, due).order_by(channels.c.id)
+    return [rows.channel(r) for r in conn.execute(stmt).mappings()]
+
+
+def next_due_at(conn: Connection) -> datetime | None:
+    """When the earliest live row of an enabled channel becomes claimable."""
+    stmt = (
+        select(func.min(d.c.next_attempt_at))
+        .select_from(d.join(channels, channels.c.id == d.c.channel_id))
+        .where(channels.c.enabled, d.c.state.in_(_LIVE))
+    )
+    value: datetime | None = conn.scalar(stmt)
+    return value
+
+
+def largest_timeout(conn: Connection) -> tuple[float, str] | None:
+    """C5: the largest `timeout_s` of any stored channel, with the channel's name."""
+    row = conn.execute(
+        select(channels.c.timeout_s, channels.c.name).order_by(channels.c.timeout_s.desc()).limit(1)
+    ).first()
+    return None if row is None else (float(row[0]), str(row[1]))

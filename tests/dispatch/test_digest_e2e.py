@@ -1,0 +1,87 @@
+"""D1–D5 end to end: a digest larger than the channel's limit goes out as several messages."""
+
+from __future__ import annotations
+
+import json
+
+import tidings
+from tests.dispatch.helpers import running, settled, webhook
+from tests.sink import Sink
+from tidings.core.states import State
+
+LIMIT = 8192
+
+
+async def test_digest_over_the_limit_is_split_at_entry_boundaries(
+    hub: tidings.Hub, sink: Sink
+) -> None:
+    ch = await webhook(
+        hub,
+        sink.url("/digest"),
+        name="digest",
+        mode="digest",
+        digest_period_s=1.0,
+        config={"max_body_bytes": LIMIT},
+    )
+    published = await hub.publish_many(
+        [
+            {
+                "kind": "finding.created",
+                "subject": f"finding:{i}",
+                "title": f"finding {i}",
+                "body": "x" * 400,
+            }
+            for i in range(60)
+        ]
+    )
+    async with running(hub):
+        rows = await settled(hub, 60, timeout_s=30)
+
+    messages = list(sink.requests("/digest"))
+    assert len(messages) > 1
+    assert all(len(m.body) <= LIMIT for m in messages)
+    seen = [e["id"] for m in messages for e in json.loads(m.body)["events"]]
+    assert sorted(seen) == sorted(p.event.id for p in published)  # every event exactly once
+    assert seen == sorted(seen)  # oldest first, across messages
+    assert {r.state for r in rows} == {State.SENT}
+    assert {r.attempts for r in rows} == {1}  # deferral spent no attempts
+    assert all(r.batch_id is not None for r in rows)
+    assert all(json.loads(m.body)["type"] == "digest" for m in messages)
+    assert len({m.headers["webhook-id"] for m in messages}) == len(messages)
+    assert all(json.loads(m.body)["channel"] == ch.name for m in messages)
+
+
+async def test_a_single_entry_too_long_is_shortened_not_dropped(
+    hub: tidings.Hub, sink: Sink
+) -> None:
+    await webhook(
+        hub,
+        sink.url("/digest"),
+        name="digest",
+        mode="digest",
+        digest_period_s=0.5,
+        config={"max_body_bytes": 2048},
+    )
+    await hub.publish(kind="finding.created", subject="big", title="huge", body="y" * 10_000)
+    async with running(hub):
+        (row,) = await settled(hub, 1)
+    (message,) = sink.requests("/digest")
+    assert len(message.body) <= 2048
+    (entry,) = json.loads(message.body)["events"]
+    assert entry["title"] == "huge"
+    assert entry["body"].endswith("…")
+    assert row.state is State.SENT
+
+
+async def test_realtime_event_over_the_limit_is_shortened(hub: tidings.Hub, sink: Sink) -> None:
+    await webhook(hub, sink.url("/hook"), config={"max_body_bytes": 2048})
+    await hub.publish(
+        kind="a.b", subject="big", title="keep me", body="z" * 10_000, data={"blob": "w" * 5000}
+    )
+    async with running(hub):
+        (row,) = await settled(hub, 1)
+    (got,) = sink.requests("/hook")
+    assert len(got.body) <= 2048
+    event = json.loads(got.body)["event"]
+    assert event["title"] == "keep me"
+    assert row.state is State.SENT

@@ -1,0 +1,220 @@
+"""O1–O5 end to end: a real dispatcher posting to a real HTTP sink, on both backends."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import pytest
+
+import tidings
+from tests.dispatch.helpers import eventually, running, settled, webhook
+from tests.sink import Answer, Sink
+from tidings.channels import signing
+from tidings.channels.base import Adapter, Limits, Message, SendContext, Target
+from tidings.core.errors import ConfigError
+from tidings.core.model import Channel, Event
+from tidings.core.outcome import Outcome
+from tidings.core.states import AttemptStatus, Failure, State
+
+
+async def test_o2_500_500_200_is_sent_after_three_attempts(hub: tidings.Hub, sink: Sink) -> None:
+    sink.script("/hook", Answer(500, "boom 1"), Answer(500, "boom 2"), Answer(200, "ok"))
+    await webhook(hub, sink.url("/hook"), max_attempts=3)
+    async with running(hub):
+        await hub.publish(kind="monitor.down", subject="m:1", title="down")
+        (row,) = await settled(hub, 1)
+    assert (row.state, row.attempts, row.last_error) == (State.SENT, 3, None)
+    got = sink.requests("/hook")
+    assert len(got) == 3
+    assert len({r.headers["webhook-id"] for r in got}) == 1  # stable across retries
+    log = (await hub.delivery(row.id)).attempts_log
+    assert [a.status for a in log] == [AttemptStatus.RETRYABLE] * 2 + [AttemptStatus.DELIVERED]
+    assert log[0].error == "HTTP 500: boom 1"
+    assert log[0].worker_id == "test-dispatcher"
+
+
+async def test_o2_always_500_fails_exhausted_after_exactly_three_requests(
+    hub: tidings.Hub, sink: Sink
+) -> None:
+    sink.default("/hook", Answer(500, "still broken"))
+    await webhook(hub, sink.url("/hook"), max_attempts=3)
+    async with running(hub):
+        await hub.publish(kind="monitor.down", subject="m:1")
+        (row,) = await settled(hub, 1)
+        await asyncio.sleep(0.5)  # nothing more is sent once it failed
+    assert (row.state, row.failure, row.attempts) == (State.FAILED, Failure.EXHAUSTED, 3)
+    assert row.last_error == "HTTP 500: still broken"
+    assert sink.count("/hook") == 3
+
+
+async def test_o3_404_fails_permanent_after_one_request(hub: tidings.Hub, sink: Sink) -> None:
+    sink.default("/hook", Answer(404, "no such hook"))
+    await webhook(hub, sink.url("/hook"), max_attempts=5)
+    async with running(hub):
+        await hub.publish(kind="monitor.down", subject="m:1")
+        (row,) = await settled(hub, 1)
+    assert (row.state, row.failure, row.attempts) == (State.FAILED, Failure.PERMANENT, 1)
+    assert row.last_error == "HTTP 404: no such hook"
+    assert sink.count("/hook") == 1
+
+
+async def test_o4_429_with_retry_after_then_200_is_sent_with_one_attempt(
+    hub: tidings.Hub, sink: Sink
+) -> None:
+    sink.script("/hook", Answer(429, "slow down", headers={"Retry-After": "1"}), Answer(200))
+    await webhook(hub, sink.url("/hook"))
+    async with running(hub):
+        await hub.publish(kind="monitor.down", subject="m:1")
+        (row,) = await settled(hub, 1)
+    assert (row.state, row.attempts) == (State.SENT, 1)
+    first, second = sink.requests("/hook")
+    assert second.at - first.at >= 0.95  # the provider's hint was honoured
+    log = (await hub.delivery(row.id)).attempts_log
+    assert [a.status for a in log] == [AttemptStatus.RATE_LIMITED, AttemptStatus.DELIVERED]
+
+
+async def test_o2_receiver_hanging_past_timeout_is_retried(hub: tidings.Hub, sink: Sink) -> None:
+    sink.script("/hook", Answer(200, delay_s=3.0), Answer(200))
+    await webhook(hub, sink.url("/hook"), timeout_s=0.5)
+    async with running(hub, lease_s=5.0):
+        await hub.publish(kind="monitor.down", subject="m:1")
+        (row,) = await settled(hub, 1)
+    assert (row.state, row.attempts) == (State.SENT, 2)
+    log = (await hub.delivery(row.id)).attempts_log
+    assert log[0].status is AttemptStatus.RETRYABLE
+    assert "timed out" in (log[0].error or "") or "no answer" in (log[0].error or "")
+
+
+async def test_o3_410_fails_and_disables_the_channel(hub: tidings.Hub, sink: Sink) -> None:
+    sink.default("/hook", Answer(410, "hook deleted"))
+    ch = await webhook(hub, sink.url("/hook"))
+    async with running(hub):
+        await hub.publish(kind="monitor.down", subject="m:1")
+        (row,) = await settled(hub, 1)
+    assert (row.state, row.failure) == (State.FAILED, Failure.PERMANENT)
+    channel = await hub.channels.get(ch.id)
+    assert not channel.enabled
+    assert "hook deleted" in (channel.disabled_reason or "")
+
+
+async def test_o5_deliveries_older_than_max_age_are_not_sent_late(
+    hub: tidings.Hub, sink: Sink
+) -> None:
+    await webhook(hub, sink.url("/hook"), max_age_s=0.2)
+    await hub.publish(kind="monitor.down", subject="m:1")
+    await asyncio.sleep(0.4)
+    async with running(hub):
+        (row,) = await settled(hub, 1)
+    assert (row.state, row.failure) == (State.FAILED, Failure.EXPIRED)
+    assert sink.count() == 0
+
+
+async def test_webhook_body_headers_and_signature(hub: tidings.Hub, sink: Sink) -> None:
+    secret = signing.new_secret()
+    await webhook(hub, sink.url("/hook"), config={"secret": secret, "headers": {"X-Team": "sec"}})
+    async with running(hub):
+        published = await hub.publish(
+            kind="finding.created",
+            subject="finding:8812",
+            severity="high",
+            title="SQLi",
+            data={"cvss": 9.8},
+            labels={"env": "prod"},
+        )
+        await settled(hub, 1)
+    (got,) = sink.requests("/hook")
+    body: dict[str, Any] = json.loads(got.body)
+    assert body["type"] == "event"
+    assert body["channel"] == "hook"
+    assert body["delivery_id"] == published.deliveries[0].id
+    assert body["event"]["subject"] == "finding:8812"
+    assert body["event"]["data"] == {"cvss": 9.8}
+    assert body["event"]["created_at"].endswith("Z")
+    assert got.headers["x-team"] == "sec"
+    assert got.headers["content-type"].startswith("application/json")
+    timestamp = int(got.headers["webhook-timestamp"])
+    assert signing.verify(secret, got.headers, got.body, now=timestamp)
+    assert not signing.verify(secret, got.headers, got.body + b" ", now=timestamp)
+
+
+class _Exploding(Adapter):
+    kind: ClassVar[str] = "exploding"
+    limits: ClassVar[Limits] = Limits(max_message_size=None)
+
+    def render(
+        self,
+        channel: Channel,
+        target: Target,
+        events: Sequence[Event],
+        *,
+        shorten_to: int | None = None,
+    ) -> Message:
+        return Message(target=target, payload=b"x", size=1)
+
+    async def send(self, ctx: SendContext, channel: Channel, message: Message) -> Outcome:
+        raise RuntimeError("adapter bug: kaboom")
+
+
+async def test_unexpected_adapter_exception_is_a_retry_with_the_traceback(
+    hub: tidings.Hub,
+) -> None:
+    await hub.channels.create(name="x", kind="exploding", max_attempts=2, retry_backoff_s=0.05)
+    async with running(hub, extra_adapters=[_Exploding()]):
+        await hub.publish(kind="a.b", subject="s")
+        (row,) = await settled(hub, 1)
+    assert (row.state, row.failure, row.attempts) == (State.FAILED, Failure.EXHAUSTED, 2)
+    log = (await hub.delivery(row.id)).attempts_log
+    assert log[0].status is AttemptStatus.RETRYABLE
+    assert log[0].error == "RuntimeError: adapter bug: kaboom"
+    assert "Traceback" in (log[0].provider_response or "")
+
+
+async def test_inbox_channel_stores_the_message(hub: tidings.Hub) -> None:
+    ch = await hub.channels.create(name="inbox", kind="inbox")
+    async with running(hub):
+        await hub.publish(kind="monitor.down", subject="m:1", severity="high", title="web-1 down")
+        (row,) = await settled(hub, 1)
+    assert row.state is State.SENT
+    (message,) = await hub.store.inbox_recent(ch.id)
+    assert message.title == "web-1 down"
+    assert "[HIGH] web-1 down — m:1" in message.body
+    assert message.delivery_ids == [row.id]
+
+
+async def test_c5_refuses_a_lease_shorter_than_four_timeouts(hub: tidings.Hub, sink: Sink) -> None:
+    await webhook(hub, sink.url("/hook"), timeout_s=60)
+    with pytest.raises(ConfigError, match=r"lease of 120 s .*\(60 s on channel 'hook'\)"):
+        async with running(hub, lease_s=120.0):
+            await asyncio.sleep(1)
+
+
+async def test_w2_in_process_publish_wakes_an_idle_dispatcher(hub: tidings.Hub, sink: Sink) -> None:
+    await webhook(hub, sink.url("/hook"))
+    async with running(hub, poll_interval_s=10.0):
+        await asyncio.sleep(0.3)  # idle, sleeping on a 10 s poll
+        await hub.publish(kind="monitor.down", subject="m:1")
+        # far sooner than the 10 s poll: the publish itself woke the dispatcher
+        got = await sink.await_for(1, "/hook", timeout_s=2.0)
+    assert len(got) == 1
+
+
+async def test_w3_stop_during_a_send_leaves_no_row_sending(hub: tidings.Hub, sink: Sink) -> None:
+    sink.default("/hook", Answer(200, hang=True))
+    await webhook(hub, sink.url("/hook"))
+    async with running(hub, grace_s=0.5):
+        await hub.publish_many([{"kind": "a.b", "subject": f"s{i}"} for i in range(3)])
+        await sink.await_for(3, "/hook")
+    page = await hub.deliveries()
+    assert {v.delivery.state for v in page.items} == {State.PENDING}
+    assert {v.delivery.attempts for v in page.items} == {0}  # given back, attempt revoked
+
+
+async def test_eventually_helper_can_fail() -> None:
+    async def never() -> bool:
+        return False
+
+    with pytest.raises(AssertionError):
+        await eventually(never, timeout_s=0.2)
