@@ -12,6 +12,7 @@ from sqlalchemy.engine import Connection
 
 from tidings.core import ratelimit
 from tidings.core.model import Channel
+from tidings.store.clock import TxClock
 from tidings.store.dialect import is_postgres
 from tidings.store.schema import rate_buckets
 
@@ -25,7 +26,7 @@ def create(conn: Connection, channel_id: int, burst: int, now: datetime) -> None
     )
 
 
-def lock(conn: Connection, channel: Channel, now: datetime) -> ratelimit.Bucket | None:
+def lock(conn: Connection, channel: Channel, clock: TxClock) -> ratelimit.Bucket | None:
     """The channel's bucket, locked until commit; None when another claimer holds it.
 
     On PostgreSQL a concurrent claimer of the same channel skips instead of waiting (W1): the
@@ -40,8 +41,8 @@ def lock(conn: Connection, channel: Channel, now: datetime) -> ratelimit.Bucket 
     if row is None:
         if is_postgres(conn) and _exists(conn, channel.id):
             return None
-        create(conn, channel.id, channel.rate_burst, now)
-        return ratelimit.full(now, channel.rate_burst)
+        create(conn, channel.id, channel.rate_burst, clock.now())
+        return ratelimit.full(clock.now(), channel.rate_burst)
     return ratelimit.Bucket(
         tokens=row["tokens"], updated_at=row["updated_at"], paused_until=row["paused_until"]
     )

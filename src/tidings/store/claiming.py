@@ -40,10 +40,10 @@ def claim_realtime(
     if channel is None or not channel.enabled or channel.mode is not Mode.REALTIME or limit <= 0:
         return None
     sweep(conn, clock, channel)
-    now = clock.now()
-    bucket = buckets.lock(conn, channel, now)
+    bucket = buckets.lock(conn, channel, clock)
     if bucket is None:
         return None
+    now = clock.now()  # read after the bucket is ours (see TxClock.now)
     allowed = min(limit, buckets.budget(channel, bucket, now))
     if allowed <= 0:
         return None
@@ -70,8 +70,8 @@ def claim_digest(
     if channel is None or not channel.enabled or limit <= 0:
         return None
     sweep(conn, clock, channel)
+    bucket = buckets.lock(conn, channel, clock)
     now = clock.now()
-    bucket = buckets.lock(conn, channel, now)
     if bucket is None or buckets.budget(channel, bucket, now) < 1:
         return None
     size = min(limit, MAX_DIGEST_BATCH)
@@ -188,7 +188,9 @@ def sweep(conn: Connection, clock: TxClock, channel: Channel) -> int:
         .where(d.c.id.in_(targets.scalar_subquery()))
         .values(values)
         .returning(d.c.id, d.c.failure, d.c.last_error, d.c.batch_id)
-    ).mappings()
+    ).mappings().all()
+    if not swept:
+        return 0
     now = clock.now()
     records = [
         AttemptRecord(

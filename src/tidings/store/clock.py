@@ -33,9 +33,13 @@ class TxClock:
             self._value = app_clock().astimezone(UTC)
 
     def now(self) -> datetime:
-        """The transaction's time as a Python value (read once from PostgreSQL if needed)."""
+        """The transaction's time as a Python value, read once from PostgreSQL if needed.
+
+        Read there as `clock_timestamp()`, the moment of reading: a claim reads it after it
+        holds the channel's bucket, so its rate math is not skewed by time spent waiting.
+        """
         if self._value is None:
-            value = self._conn.scalar(select(func.now(type_=UTCDateTime)))
+            value = self._conn.scalar(select(func.clock_timestamp(type_=UTCDateTime)))
             assert value is not None
             self._value = value
         return self._value

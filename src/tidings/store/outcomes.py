@@ -141,7 +141,7 @@ def pause_channel(conn: Connection, clock: TxClock, channel_id: int, delay_s: fl
     if channel is None:
         return
     now = clock.now()
-    bucket = buckets.lock(conn, channel, now) or ratelimit.full(now, channel.rate_burst)
+    bucket = buckets.lock(conn, channel, clock) or ratelimit.full(now, channel.rate_burst)
     until = now + timedelta(seconds=delay_s)
     buckets.save(conn, channel_id, ratelimit.pause(bucket, now, until))
 
