@@ -167,3 +167,17 @@ def test_worker_refuses_a_short_lease_with_one_line(tmp_path: Path, db_url: str)
     assert done.returncode != 0
     assert "lease of 10 s" in done.stderr
     assert "Traceback" not in done.stderr + done.stdout
+
+
+async def test_w2_a_publish_by_another_process_wakes_an_idle_worker_on_postgres(
+    pg_hub: tidings.Hub, sink: Sink, pg_url: str, tmp_path: Path
+) -> None:
+    await webhook(pg_hub, sink.url("/hook"), timeout_s=0.7)
+    with workers(tmp_path, pg_url, "idle", poll_interval_s=10):
+        await asyncio.sleep(1.0)  # the worker is asleep on its 10 s poll
+        for i in range(3):
+            sent_at = time.monotonic()
+            await pg_hub.publish(kind="a.b", subject=f"s{i}")
+            (got,) = (await sink.await_for(i + 1, "/hook", timeout_s=3))[i : i + 1]
+            assert got.at - sent_at < 1.0  # LISTEN/NOTIFY, not the poll
+            await asyncio.sleep(0.3)

@@ -70,14 +70,14 @@ def spawn(tmp_path: Path, db_url: str, worker_id: str, **settings: object) -> Wo
             env=env,
         )
     worker = Worker(process, log)
-    _wait_started(worker)
+    _wait_started(worker, worker_id)
     return worker
 
 
-def _wait_started(worker: Worker, timeout_s: float = 20.0) -> None:
+def _wait_started(worker: Worker, worker_id: str, timeout_s: float = 20.0) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if "dispatcher" in worker.output() and "started" in worker.output():
+        if f"dispatcher {worker_id} started on" in worker.output():
             return
         if worker.process.poll() is not None:
             raise AssertionError(f"worker exited at start:\n{worker.output()}")

@@ -83,10 +83,17 @@ class Dispatcher:
 
     async def run(self) -> None:
         check_lease(self.config.lease_s, await self.store.largest_timeout())
-        http = HttpClient(allowed_networks=self.config.allowed_networks)
-        await http.start()
-        wakeup = Wakeup(self.store)
-        await wakeup.start()
+        async with HttpClient(allowed_networks=self.config.allowed_networks) as http:
+            wakeup = Wakeup(self.store)
+            try:
+                await wakeup.start()
+                await self._loop(http, wakeup)
+            finally:
+                await self._shutdown()
+                await wakeup.close()
+        log.info("dispatcher %s stopped", self.config.worker_id)
+
+    async def _loop(self, http: HttpClient, wakeup: Wakeup) -> None:
         ctx = JobContext(
             store=self.store,
             registry=self.registry,
@@ -100,15 +107,9 @@ class Dispatcher:
             stopping=self._stopping,
         )
         log.info("dispatcher %s started on %s", self.config.worker_id, self.store.backend)
-        try:
-            while not self._stopping.is_set():
-                await self._start_jobs(ctx)
-                await self._sleep(wakeup)
-        finally:
-            await self._shutdown()
-            await wakeup.close()
-            await http.close()
-            log.info("dispatcher %s stopped", self.config.worker_id)
+        while not self._stopping.is_set():
+            await self._start_jobs(ctx)
+            await self._sleep(wakeup)
 
     async def _start_jobs(self, ctx: JobContext) -> None:
         now = time.monotonic()

@@ -33,6 +33,7 @@ class Wakeup:
     async def start(self) -> None:
         self._store.work_listeners.append(self.notify)
         if self._store.backend == "postgresql":
+            await self._listen()  # listening before the dispatcher reports it has started
             self._watch = asyncio.create_task(self._keep_listening(), name="tidings-listen")
 
     async def wait(self, timeout_s: float) -> bool:
@@ -55,19 +56,23 @@ class Wakeup:
         await self._drop_listener()
 
     async def _keep_listening(self) -> None:
-        """Hold a LISTEN connection, check it answers, and replace it when it does not."""
+        """Check the LISTEN connection answers, and replace it when it does not."""
         while True:
-            if self._listener is None or not await self._listener.healthy():
-                await self._drop_listener()
-                self._listener = self._store.listener(self.notify)
-                try:
-                    if self._listener is not None:
-                        await self._listener.start()
-                        self.notify()  # anything published while we were deaf
-                except (OSError, Exception) as error:
-                    log.warning("cannot LISTEN for wake-ups (polling meanwhile): %s", error)
-                    await self._drop_listener()
             await asyncio.sleep(HEALTH_CHECK_S)
+            if self._listener is None or not await self._listener.healthy():
+                await self._listen()
+                self.notify()  # anything published while we were deaf
+
+    async def _listen(self) -> None:
+        await self._drop_listener()
+        self._listener = self._store.listener(self.notify)
+        if self._listener is None:
+            return
+        try:
+            await self._listener.start()
+        except Exception as error:
+            log.warning("cannot LISTEN for wake-ups (polling meanwhile): %s", error)
+            await self._drop_listener()
 
     async def _drop_listener(self) -> None:
         if self._listener is not None:

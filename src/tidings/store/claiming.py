@@ -183,12 +183,16 @@ def sweep(conn: Connection, clock: TxClock, channel: Channel) -> int:
         "failure": case(*failure, else_=None),
         "last_error": case(*error, else_=lost_text) if error else lost_text,
     }
-    swept = conn.execute(
-        update(d)
-        .where(d.c.id.in_(targets.scalar_subquery()))
-        .values(values)
-        .returning(d.c.id, d.c.failure, d.c.last_error, d.c.batch_id)
-    ).mappings().all()
+    swept = (
+        conn.execute(
+            update(d)
+            .where(d.c.id.in_(targets.scalar_subquery()))
+            .values(values)
+            .returning(d.c.id, d.c.failure, d.c.last_error, d.c.batch_id)
+        )
+        .mappings()
+        .all()
+    )
     if not swept:
         return 0
     now = clock.now()
