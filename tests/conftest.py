@@ -17,7 +17,16 @@ from tidings.store import migrate
 
 BACKENDS = ["sqlite", "postgresql"]
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
-TABLES = ["attempts", "resends", "rate_buckets", "deliveries", "events", "channels"]
+TABLES = [
+    "attempts",
+    "resends",
+    "rate_buckets",
+    "inbox_messages",
+    "deliveries",
+    "events",
+    "channels",
+    "api_tokens",
+]
 
 
 class _PostgresInfo:

@@ -15,11 +15,9 @@ from typing import Annotated, Any
 
 import typer
 
-from tidings.channels.netguard import parse_networks
-from tidings.channels.registry import Registry
+from tidings.bootstrap import runtime
 from tidings.config import Settings, load
 from tidings.core.errors import TidingsError
-from tidings.dispatch import Dispatcher, DispatcherConfig
 from tidings.store import Store
 
 app = typer.Typer(
@@ -66,7 +64,7 @@ def db_upgrade(db: DbOption = None, config: ConfigOption = None) -> None:
         finally:
             await store.close()
 
-    asyncio.run(upgrade())
+    run_async(upgrade)
     typer.echo(f"database {settings.db} is up to date")
 
 
@@ -101,34 +99,19 @@ def worker(
     run_dispatcher(settings)
 
 
-def dispatcher_config(settings: Settings) -> DispatcherConfig:
-    return DispatcherConfig(
-        worker_id=settings.worker_id,
-        lease_s=settings.lease_s,
-        poll_interval_s=settings.poll_interval_s,
-        concurrency=settings.concurrency,
-        grace_s=settings.grace_s,
-        allowed_networks=parse_networks(settings.allowed_private_networks),
-    )
-
-
 def run_dispatcher(settings: Settings) -> None:
     async def run() -> None:
-        store = Store(settings.db)
-        try:
-            await store.migrate()
-            dispatcher = Dispatcher(store, Registry.default(), dispatcher_config(settings))
+        async with runtime(settings) as rt:
+            dispatcher = rt.dispatcher()
             loop = asyncio.get_running_loop()
             for signum in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(signum, dispatcher.stop)
             await dispatcher.run()
-        finally:
-            await store.close()
 
-    _run_async(run)
+    run_async(run)
 
 
-def _run_async(run: Callable[[], Coroutine[Any, Any, None]]) -> None:
+def run_async(run: Callable[[], Coroutine[Any, Any, None]]) -> None:
     try:
         import uvloop
     except ImportError:  # pragma: no cover - uvloop is absent on some platforms

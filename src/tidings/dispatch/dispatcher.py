@@ -25,6 +25,7 @@ from tidings.core.model import Channel
 from tidings.core.states import Mode
 from tidings.dispatch.jobs import JobContext, run_digest, run_realtime
 from tidings.dispatch.wakeup import Wakeup
+from tidings.metrics import Metrics
 from tidings.store import Store
 
 log = logging.getLogger("tidings.dispatch")
@@ -68,7 +69,9 @@ class Dispatcher:
         config: DispatcherConfig,
         *,
         rand: Callable[[], float] = random.random,
+        metrics: Metrics | None = None,
     ) -> None:
+        self.metrics = metrics
         self.store = store
         self.registry = registry
         self.config = config
@@ -105,6 +108,7 @@ class Dispatcher:
             rand=self._rand,
             clock=_utc_now,
             stopping=self._stopping,
+            metrics=self.metrics,
         )
         log.info("dispatcher %s started on %s", self.config.worker_id, self.store.backend)
         while not self._stopping.is_set():

@@ -15,8 +15,10 @@ from datetime import datetime
 from tidings.channels.base import SendContext, Target
 from tidings.channels.registry import Registry
 from tidings.core.model import Channel, Claim
+from tidings.core.outcome import attempt_status
 from tidings.dispatch import report, sending
 from tidings.dispatch.report import SendResult
+from tidings.metrics import Metrics
 from tidings.store import Store
 
 
@@ -32,6 +34,7 @@ class JobContext:
     rand: Callable[[], float]
     clock: Callable[[], datetime]
     stopping: asyncio.Event
+    metrics: Metrics | None = None
 
 
 async def run_realtime(ctx: JobContext, channel: Channel) -> bool:
@@ -44,6 +47,8 @@ async def run_realtime(ctx: JobContext, channel: Channel) -> bool:
         if claim is None:
             return leased
         leased = True
+        if ctx.metrics:
+            ctx.metrics.claimed("realtime", len(claim))
         await _send_claim(ctx, claim)
     return leased
 
@@ -72,6 +77,8 @@ async def run_digest(ctx: JobContext, channel: Channel) -> bool:
         if claim is None:
             return sent
         sent = True
+        if ctx.metrics:
+            ctx.metrics.claimed("digest", len(claim))
         await _send_digest(ctx, claim)
     return sent
 
@@ -107,6 +114,11 @@ async def _finish(ctx: JobContext, claim: Claim, tasks: list[asyncio.Task[SendRe
 
 async def _record(ctx: JobContext, claim: Claim, tasks: list[asyncio.Task[SendResult]]) -> None:
     results = [t.result() for t in tasks if t.done() and not t.cancelled() and not t.exception()]
+    if ctx.metrics:
+        for result in results:
+            seconds = (result.finished_at - result.started_at).total_seconds()
+            status = attempt_status(result.outcome).value
+            ctx.metrics.sent(claim.channel.kind, status, seconds)
     covered = {i for result in results for i in result.ids}
     unsent = [i for i in claim.ids if i not in covered]
     await report.record(

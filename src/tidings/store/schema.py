@@ -201,3 +201,16 @@ inbox_messages = Table(
     Column("created_at", UTCDateTime, nullable=False),
     Index(None, "channel_id", "id"),
 )
+
+# API tokens: only a SHA-256 of each token is kept; the token itself is shown once.
+api_tokens = Table(
+    "api_tokens",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("name", String(100), nullable=False),
+    Column("scopes", JSONDoc, nullable=False),
+    Column("token_hash", String(64), nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("revoked_at", UTCDateTime),
+    UniqueConstraint("token_hash"),
+)

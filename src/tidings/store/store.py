@@ -42,6 +42,8 @@ from tidings.store import (
     publishing,
     resending,
     scheduling,
+    stats,
+    tokens,
 )
 from tidings.store.clock import AppClock, TxClock, utc_now
 from tidings.store.engine import READ_ONLY, create_engine
@@ -339,4 +341,29 @@ class Store:
     ) -> list[inbox.InboxMessage]:
         return await self._run(
             lambda conn, _clock: inbox.recent(conn, channel_id, limit), read_only=True
+        )
+
+    # -- API tokens -----------------------------------------------------------------------
+
+    async def create_token(
+        self, name: str, scopes: Sequence[str], token_hash: str
+    ) -> tokens.TokenInfo:
+        return await self._run(tokens.create, name, list(scopes), token_hash)
+
+    async def find_token(self, token_hash: str) -> tokens.TokenInfo | None:
+        return await self._run(lambda conn, _clock: tokens.find(conn, token_hash), read_only=True)
+
+    async def count_tokens(self) -> int:
+        return await self._run(lambda conn, _clock: tokens.count(conn), read_only=True)
+
+    # -- statistics -----------------------------------------------------------------------
+
+    async def delivery_counts(self) -> list[tuple[str, str, int]]:
+        return await self._run(
+            lambda conn, _clock: stats.counts_by_channel_state(conn), read_only=True
+        )
+
+    async def oldest_pending(self) -> list[tuple[str, datetime]]:
+        return await self._run(
+            lambda conn, _clock: stats.oldest_pending_by_channel(conn), read_only=True
         )

@@ -1,0 +1,72 @@
+"""`/v1/channels`: manage channels (secrets redacted on every read) and send test messages."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Path, Response
+
+from tidings.api.schemas import MAX_ID, ChannelIn, ChannelList, ChannelOut, ChannelPatch, TestOut
+from tidings.api.security import require, service_of
+from tidings.auth import Scope
+from tidings.core.outcome import Delivered, attempt_status
+from tidings.service import Service
+
+router = APIRouter(prefix="/v1/channels", tags=["channels"])
+ServiceDep = Annotated[Service, Depends(service_of)]
+ChannelId = Annotated[int, Path(ge=1, le=MAX_ID)]
+ADMIN = [Depends(require(Scope.ADMIN))]
+READ = [Depends(require(Scope.READ))]
+
+
+@router.get("", response_model=ChannelList, dependencies=READ)
+async def list_channels(service: ServiceDep) -> dict[str, Any]:
+    return {"items": [service.channel_json(c) for c in await service.hub.channels.list()]}
+
+
+@router.post("", status_code=201, response_model=ChannelOut, dependencies=ADMIN)
+async def create_channel(body: ChannelIn, service: ServiceDep) -> dict[str, Any]:
+    fields = body.model_dump(exclude_none=True)
+    return service.channel_json(await service.create_channel(fields))
+
+
+@router.get("/{channel_id}", response_model=ChannelOut, dependencies=READ)
+async def get_channel(channel_id: ChannelId, service: ServiceDep) -> dict[str, Any]:
+    return service.channel_json(await service.hub.channels.get(channel_id))
+
+
+@router.patch("/{channel_id}", response_model=ChannelOut, dependencies=ADMIN)
+async def update_channel(
+    channel_id: ChannelId, body: ChannelPatch, service: ServiceDep
+) -> dict[str, Any]:
+    changes = body.model_dump(exclude_unset=True)
+    return service.channel_json(await service.update_channel(channel_id, changes))
+
+
+@router.delete("/{channel_id}", status_code=204, dependencies=ADMIN)
+async def delete_channel(channel_id: ChannelId, service: ServiceDep) -> Response:
+    await service.hub.channels.delete(channel_id)
+    return Response(status_code=204)
+
+
+@router.post("/{channel_id}/enable", response_model=ChannelOut, dependencies=ADMIN)
+async def enable_channel(channel_id: ChannelId, service: ServiceDep) -> dict[str, Any]:
+    return service.channel_json(await service.hub.channels.enable(channel_id))
+
+
+@router.post("/{channel_id}/disable", response_model=ChannelOut, dependencies=ADMIN)
+async def disable_channel(channel_id: ChannelId, service: ServiceDep) -> dict[str, Any]:
+    """Disable; its pending deliveries become skipped (C7)."""
+    await service.hub.channels.disable(channel_id, "disabled through the API")
+    return service.channel_json(await service.hub.channels.get(channel_id))
+
+
+@router.post("/{channel_id}/test", response_model=TestOut, dependencies=ADMIN)
+async def test_channel(channel_id: ChannelId, service: ServiceDep) -> dict[str, Any]:
+    """Send a test message now and return the classified outcome."""
+    outcome = await service.test_channel(channel_id)
+    return {
+        "outcome": attempt_status(outcome).value,
+        "error": None if isinstance(outcome, Delivered) else outcome.error,
+        "provider_response": outcome.provider_response,
+    }

@@ -1,0 +1,80 @@
+"""`/v1/deliveries`: history (M2), one delivery with its attempts, and resend (M1)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Header, Path, Query
+
+from tidings.api import serialize
+from tidings.api.schemas import MAX_ID, DeliveryDetailOut, DeliveryPage, ResendOut, State
+from tidings.api.security import require, service_of
+from tidings.auth import Scope
+from tidings.core.model import DeliveryQuery
+from tidings.core.states import State as DeliveryState
+from tidings.service import Service
+from tidings.store.tokens import TokenInfo
+
+router = APIRouter(prefix="/v1/deliveries", tags=["deliveries"])
+ServiceDep = Annotated[Service, Depends(service_of)]
+DeliveryId = Annotated[int, Path(ge=1, le=MAX_ID)]
+# M2 reads out-of-range paging as the defaults, so any whole number is accepted here.
+Paging = Annotated[int | None, Query(ge=-(2**31), le=2**31)]
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    if value is None:
+        return None
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value
+
+
+@router.get("", response_model=DeliveryPage, dependencies=[Depends(require(Scope.READ))])
+async def list_deliveries(
+    service: ServiceDep,
+    channel_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
+    state: State | None = None,
+    event_kind: Annotated[str | None, Query(max_length=200)] = None,
+    tenant: Annotated[str | None, Query(max_length=200)] = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    page: Paging = None,
+    page_size: Paging = None,
+) -> dict[str, Any]:
+    """Newest first; `page_size` outside 1..200 reads as 50 and `page` < 1 as 1."""
+    query = DeliveryQuery(
+        channel_id=channel_id,
+        state=DeliveryState(state) if state else None,
+        event_kind=event_kind,
+        tenant=tenant,
+        since=_utc(since),
+        until=_utc(until),
+    )
+    result = await service.deliveries(query, page, page_size)
+    return {
+        "items": [serialize.delivery_view(v) for v in result.items],
+        "total": result.total,
+        "page": result.page,
+        "page_size": result.page_size,
+    }
+
+
+@router.get(
+    "/{delivery_id}",
+    response_model=DeliveryDetailOut,
+    dependencies=[Depends(require(Scope.READ))],
+)
+async def get_delivery(delivery_id: DeliveryId, service: ServiceDep) -> dict[str, Any]:
+    return serialize.delivery_detail(await service.delivery(delivery_id))
+
+
+@router.post("/{delivery_id}/resend", response_model=ResendOut)
+async def resend(
+    delivery_id: DeliveryId,
+    service: ServiceDep,
+    token: Annotated[TokenInfo, Depends(require(Scope.ADMIN))],
+    idempotency_key: Annotated[str | None, Header(max_length=255)] = None,
+) -> dict[str, Any]:
+    """Requeue a failed or skipped delivery; the same Idempotency-Key requeues once."""
+    result = await service.resend(delivery_id, f"token:{token.name}", idempotency_key)
+    return {"delivery": serialize.delivery(result.delivery), "requeued": result.requeued}

@@ -1,0 +1,52 @@
+"""`/v1/events`: publish one or many (E1–E3) and read one back."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Path, Response
+
+from tidings.api import serialize
+from tidings.api.schemas import MAX_ID, BatchIn, BatchOut, EventIn, PublishOut
+from tidings.api.security import require, service_of
+from tidings.auth import Scope
+from tidings.service import Service
+
+router = APIRouter(prefix="/v1/events", tags=["events"])
+ServiceDep = Annotated[Service, Depends(service_of)]
+
+
+@router.post(
+    "",
+    status_code=201,
+    response_model=PublishOut,
+    dependencies=[Depends(require(Scope.PUBLISH))],
+    responses={200: {"model": PublishOut, "description": "the idempotency key was stored already"}},
+)
+async def publish(body: EventIn, response: Response, service: ServiceDep) -> dict[str, Any]:
+    """Publish one event; 201 when new, 200 with the first event for a repeated key (E2)."""
+    result = await service.publish(body.model_dump())
+    if not result.created:
+        response.status_code = 200
+        response.headers["Idempotent-Replayed"] = "true"
+    return serialize.publish_result(result)
+
+
+@router.post(
+    "/batch",
+    status_code=201,
+    response_model=BatchOut,
+    dependencies=[Depends(require(Scope.PUBLISH))],
+)
+async def publish_batch(body: BatchIn, service: ServiceDep) -> dict[str, Any]:
+    """Publish up to 1,000 events in one transaction: all are stored or none."""
+    results = await service.publish_batch([e.model_dump() for e in body.events])
+    return {"results": [serialize.publish_result(r) for r in results]}
+
+
+@router.get("/{event_id}", response_model=PublishOut, dependencies=[Depends(require(Scope.READ))])
+async def get_event(
+    event_id: Annotated[int, Path(ge=1, le=MAX_ID)], service: ServiceDep
+) -> dict[str, Any]:
+    """The event and its deliveries."""
+    return serialize.publish_result(await service.event(event_id))

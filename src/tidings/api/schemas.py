@@ -1,0 +1,193 @@
+"""Request and response models: they validate input shapes and document the OpenAPI schema.
+
+Field rules beyond types (lengths, NUL bytes, globs) are the core's, so the library, the CLI
+and the API refuse the same input with the same messages.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Severity = Literal["info", "low", "medium", "high", "critical"]
+State = Literal["pending", "sending", "sent", "failed", "skipped"]
+MAX_ID = 2**62
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class EventIn(Strict):
+    kind: str = Field(examples=["finding.created"])
+    subject: str = Field(examples=["finding:8812"])
+    severity: Severity = "info"
+    title: str = ""
+    body: str = ""
+    url: str | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    data: dict[str, Any] = Field(default_factory=dict)
+    tenant: str | None = None
+    idempotency_key: str | None = None
+
+
+class BatchIn(Strict):
+    events: list[EventIn] = Field(min_length=1, max_length=1000)
+
+
+class ChannelIn(Strict):
+    name: str
+    kind: str
+    config: dict[str, Any] = Field(default_factory=dict)
+    enabled: bool = True
+    mode: Literal["realtime", "digest"] = "realtime"
+    digest_period_s: float = 3600.0
+    filter: dict[str, Any] = Field(default_factory=dict)
+    rate_per_min: float | None = None
+    rate_burst: int = 1
+    max_attempts: int = 3
+    retry_backoff_s: float = 30.0
+    timeout_s: float = 15.0
+    max_age_s: float | None = None
+    tenant: str | None = None
+    templates: dict[str, str] = Field(default_factory=dict)
+
+
+class ChannelPatch(Strict):
+    name: str | None = None
+    config: dict[str, Any] | None = None
+    enabled: bool | None = None
+    mode: Literal["realtime", "digest"] | None = None
+    digest_period_s: float | None = None
+    filter: dict[str, Any] | None = None
+    rate_per_min: float | None = None
+    rate_burst: int | None = None
+    max_attempts: int | None = None
+    retry_backoff_s: float | None = None
+    timeout_s: float | None = None
+    max_age_s: float | None = None
+    tenant: str | None = None
+    templates: dict[str, str] | None = None
+
+
+class ErrorBody(BaseModel):
+    code: str
+    message: str
+
+
+class ErrorOut(BaseModel):
+    error: ErrorBody
+
+
+class EventOut(BaseModel):
+    id: int
+    kind: str
+    subject: str
+    severity: str
+    title: str
+    body: str
+    url: str | None
+    labels: dict[str, str]
+    data: dict[str, Any]
+    tenant: str | None
+    idempotency_key: str | None
+    created_at: str
+
+
+class DeliveryOut(BaseModel):
+    id: int
+    event_id: int
+    channel_id: int
+    state: str
+    attempts: int
+    next_attempt_at: str
+    last_error: str | None
+    failure: str | None
+    skip_reason: str | None
+    batch_id: int | None
+    created_at: str
+    sent_at: str | None
+
+
+class PublishOut(BaseModel):
+    event: EventOut
+    deliveries: list[DeliveryOut]
+    duplicate: bool
+
+
+class BatchOut(BaseModel):
+    results: list[PublishOut]
+
+
+class DeliveryViewOut(DeliveryOut):
+    channel_name: str
+    channel_kind: str
+    event_kind: str
+    subject: str
+    title: str
+
+
+class AttemptOut(BaseModel):
+    id: int
+    delivery_id: int
+    batch_id: int | None
+    worker_id: str
+    status: str
+    error: str | None
+    duration_ms: int
+    provider_response: str | None
+    started_at: str
+    finished_at: str
+
+
+class DeliveryDetailOut(DeliveryViewOut):
+    attempts_log: list[AttemptOut]
+
+
+class DeliveryPage(BaseModel):
+    items: list[DeliveryViewOut]
+    total: int
+    page: int
+    page_size: int
+
+
+class ResendOut(BaseModel):
+    delivery: DeliveryOut
+    requeued: bool
+
+
+class ChannelOut(BaseModel):
+    id: int
+    name: str
+    kind: str
+    config: dict[str, Any]
+    enabled: bool
+    disabled_reason: str | None
+    mode: str
+    digest_period_s: float
+    filter: dict[str, Any]
+    rate_per_min: float
+    rate_burst: int
+    max_attempts: int
+    retry_backoff_s: float
+    timeout_s: float
+    max_age_s: float | None
+    tenant: str | None
+    templates: dict[str, Any]
+    created_at: str
+    updated_at: str
+
+
+class ChannelList(BaseModel):
+    items: list[ChannelOut]
+
+
+class TestOut(BaseModel):
+    outcome: str
+    error: str | None
+    provider_response: str | None
+
+
+class Health(BaseModel):
+    status: str

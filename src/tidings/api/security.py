@@ -1,0 +1,38 @@
+"""Bearer-token auth: every route but /healthz and /readyz names the scope it needs."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Annotated
+
+from fastapi import Depends, HTTPException, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from tidings.auth import Scope, allows
+from tidings.service import Service
+from tidings.store.tokens import TokenInfo
+
+bearer = HTTPBearer(auto_error=False, description="An API token: `tidings token create`")
+_CHALLENGE = {"WWW-Authenticate": "Bearer"}
+
+
+def service_of(request: Request) -> Service:
+    service: Service = request.app.state.service
+    return service
+
+
+def require(scope: Scope) -> Callable[..., Awaitable[TokenInfo]]:
+    async def check(
+        request: Request,
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+    ) -> TokenInfo:
+        if credentials is None or not credentials.credentials:
+            raise HTTPException(401, "a bearer token is required", headers=_CHALLENGE)
+        token = await service_of(request).authenticate(credentials.credentials)
+        if token is None:
+            raise HTTPException(401, "unknown or revoked token", headers=_CHALLENGE)
+        if not allows(token.scopes, scope):
+            raise HTTPException(403, f"this token lacks the {scope.value!r} scope")
+        return token
+
+    return check

@@ -1,0 +1,79 @@
+"""`tidings serve`: API, admin UI and dispatcher in one process — the embedded default."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from collections.abc import Iterator
+from typing import Annotated
+
+import typer
+import uvicorn
+
+from tidings.api import create_app
+from tidings.bootstrap import runtime
+from tidings.cli.app import ConfigOption, DbOption, app, run_async
+from tidings.config import Settings, load
+from tidings.dispatch.dispatcher import check_lease
+
+
+class _Server(uvicorn.Server):
+    """uvicorn without its own signal handling: ours stops the API and the dispatcher together,
+    and exits 0 (uvicorn would re-raise the signal after shutting down)."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+@app.command()
+def serve(
+    db: DbOption = None,
+    config: ConfigOption = None,
+    host: Annotated[str | None, typer.Option(help="Listen address [env: TIDINGS_HOST]")] = None,
+    port: Annotated[int | None, typer.Option(help="Listen port [env: TIDINGS_PORT]")] = None,
+) -> None:
+    """Run the API and a dispatcher in one process (migrates the database on start)."""
+    settings = load(config, db=db, host=host, port=port)
+    run_async(lambda: _serve(settings))
+
+
+async def _serve(settings: Settings) -> None:
+    async with runtime(settings) as rt:
+        check_lease(settings.lease_s, await rt.hub.store.largest_timeout())
+        token = await rt.service.bootstrap()
+        if token is not None:
+            print(
+                "First start: created an admin API token and an 'inbox' channel.\n"
+                "Keep this token, it is not shown again:\n" + token,
+                flush=True,
+            )
+        server = _Server(
+            uvicorn.Config(
+                create_app(rt.service, rt.metrics),
+                host=settings.host,
+                port=settings.port,
+                lifespan="off",
+                log_level="info",
+                access_log=False,
+            )
+        )
+        dispatcher = rt.dispatcher()
+
+        def stop() -> None:
+            server.should_exit = True
+            dispatcher.stop()
+
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, stop)
+        tasks = [asyncio.create_task(server.serve()), asyncio.create_task(dispatcher.run())]
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        stop()
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+        if not server.started and done:
+            raise SystemExit(1)  # uvicorn said why (e.g. the port is taken)

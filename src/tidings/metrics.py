@@ -1,0 +1,75 @@
+"""Prometheus metrics: what the dispatcher counts as it works, and what the database holds.
+
+Counters and the latency histogram are fed by the dispatcher in this process; the gauges of
+deliveries by state and of the oldest pending age are read from the database at each scrape,
+so they are true for the whole cluster.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from tidings.store import Store
+
+
+class Metrics:
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.attempts = Counter(
+            "tidings_attempts",
+            "Send attempts by outcome",
+            ["kind", "status"],
+            registry=self.registry,
+        )
+        self.send_seconds = Histogram(
+            "tidings_send_seconds",
+            "Time one send took, by channel kind",
+            ["kind"],
+            buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+            registry=self.registry,
+        )
+        self.claims = Counter(
+            "tidings_claimed_deliveries",
+            "Deliveries leased by claims",
+            ["mode"],
+            registry=self.registry,
+        )
+        self.fenced = Gauge(
+            "tidings_fenced_writes",
+            "Stale writes refused by lease fencing (this process)",
+            registry=self.registry,
+        )
+        self.deliveries = Gauge(
+            "tidings_deliveries",
+            "Deliveries by channel and state",
+            ["channel", "state"],
+            registry=self.registry,
+        )
+        self.oldest_pending = Gauge(
+            "tidings_oldest_pending_age_seconds",
+            "Age of the oldest pending delivery",
+            ["channel"],
+            registry=self.registry,
+        )
+
+    def sent(self, kind: str, status: str, seconds: float, messages: int = 1) -> None:
+        self.attempts.labels(kind=kind, status=status).inc(messages)
+        self.send_seconds.labels(kind=kind).observe(seconds)
+
+    def claimed(self, mode: str, count: int) -> None:
+        self.claims.labels(mode=mode).inc(count)
+
+    async def render(self) -> bytes:
+        """Refresh the database gauges and render the text exposition format."""
+        self.deliveries.clear()
+        for channel, state, count in await self._store.delivery_counts():
+            self.deliveries.labels(channel=channel, state=state).set(count)
+        self.oldest_pending.clear()
+        now = datetime.now(UTC)
+        for channel, oldest in await self._store.oldest_pending():
+            self.oldest_pending.labels(channel=channel).set((now - oldest).total_seconds())
+        self.fenced.set(self._store.fenced_writes)
+        return generate_latest(self.registry)

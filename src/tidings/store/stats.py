@@ -1,0 +1,32 @@
+"""Aggregates for metrics and dashboards: deliveries by channel and state, oldest pending."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import func, select
+from sqlalchemy.engine import Connection
+
+from tidings.core.states import State
+from tidings.store.schema import channels, deliveries
+
+d = deliveries
+
+
+def counts_by_channel_state(conn: Connection) -> list[tuple[str, str, int]]:
+    stmt = (
+        select(channels.c.name, d.c.state, func.count())
+        .select_from(d.join(channels, channels.c.id == d.c.channel_id))
+        .group_by(channels.c.name, d.c.state)
+    )
+    return [(str(name), str(state), int(n)) for name, state, n in conn.execute(stmt)]
+
+
+def oldest_pending_by_channel(conn: Connection) -> list[tuple[str, datetime]]:
+    stmt = (
+        select(channels.c.name, func.min(d.c.created_at))
+        .select_from(d.join(channels, channels.c.id == d.c.channel_id))
+        .where(d.c.state == State.PENDING.value)
+        .group_by(channels.c.name)
+    )
+    return [(str(name), oldest) for name, oldest in conn.execute(stmt)]
