@@ -99,7 +99,14 @@ def worker(
     run_dispatcher(settings)
 
 
+def verbose() -> None:
+    """Long-running commands (serve, worker) log what they do; one-shot commands stay quiet."""
+    logging.getLogger("tidings").setLevel(logging.INFO)
+
+
 def run_dispatcher(settings: Settings) -> None:
+    verbose()
+
     async def run() -> None:
         async with runtime(settings) as rt:
             dispatcher = rt.dispatcher()
@@ -122,7 +129,7 @@ def run_async(run: Callable[[], Coroutine[Any, Any, None]]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+        level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     try:
         app(args=argv, prog_name="tidings")

@@ -13,7 +13,7 @@ import uvicorn
 
 from tidings.api import create_app
 from tidings.bootstrap import runtime
-from tidings.cli.app import ConfigOption, DbOption, app, run_async
+from tidings.cli.app import ConfigOption, DbOption, app, run_async, verbose
 from tidings.config import Settings, load
 from tidings.dispatch.dispatcher import check_lease
 
@@ -36,6 +36,7 @@ def serve(
 ) -> None:
     """Run the API and a dispatcher in one process (migrates the database on start)."""
     settings = load(config, db=db, host=host, port=port)
+    verbose()
     run_async(lambda: _serve(settings))
 
 

@@ -1,0 +1,192 @@
+"""The `tidings` command line through its real entry point, on both backends."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import typer
+
+from tidings.cli import app, main
+
+COMMANDS = [
+    [],
+    ["serve"],
+    ["worker"],
+    ["db"],
+    ["db", "upgrade"],
+    ["token"],
+    ["token", "create"],
+    ["channel"],
+    ["channel", "add"],
+    ["channel", "list"],
+    ["channel", "test"],
+    ["channel", "enable"],
+    ["channel", "disable"],
+    ["channel", "kinds"],
+    ["publish"],
+    ["deliveries"],
+    ["deliveries", "list"],
+    ["deliveries", "show"],
+    ["deliveries", "resend"],
+]
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_every_command_is_listed_here() -> None:
+    def walk(group: typer.Typer, prefix: list[str]) -> list[list[str]]:
+        found = [prefix]
+        for command in group.registered_commands:
+            found.append([*prefix, command.name or command.callback.__name__])  # type: ignore[union-attr]
+        for sub in group.registered_groups:
+            assert sub.typer_instance is not None
+            found.extend(walk(sub.typer_instance, [*prefix, sub.name or ""]))
+        return found
+
+    assert sorted(walk(app, [])) == sorted(COMMANDS)
+
+
+@pytest.mark.parametrize("argv", COMMANDS, ids=lambda a: " ".join(a) or "tidings")
+def test_help_renders_for_every_command(
+    capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    code, out, _ = run(capsys, *argv, "--help")
+    assert code == 0
+    assert "Usage" in out
+
+
+def test_token_create_prints_the_token_alone_on_its_last_line(
+    capsys: pytest.CaptureFixture[str], db_url: str
+) -> None:
+    code, out, _ = run(
+        capsys, "token", "create", "--name", "ci", "--scope", "admin", "--db", db_url
+    )
+    assert code == 0
+    last = out.strip().splitlines()[-1]
+    assert last.startswith("tdg_")
+    assert " " not in last
+
+
+def test_channels_publish_and_history(capsys: pytest.CaptureFixture[str], db_url: str) -> None:
+    assert run(capsys, "channel", "add", "--name", "ops", "--kind", "inbox", "--db", db_url)[0] == 0
+    code, out, _ = run(capsys, "channel", "list", "--json", "--db", db_url)
+    assert [c["name"] for c in json.loads(out)] == ["ops"]
+    code, out, _ = run(
+        capsys,
+        "publish",
+        "--kind",
+        "monitor.down",
+        "--subject",
+        "web-1",
+        "--title",
+        "down",
+        "--db",
+        db_url,
+    )
+    assert code == 0
+    assert "1 deliveries" in out
+    code, out, _ = run(capsys, "deliveries", "list", "--json", "--db", db_url)
+    page = json.loads(out)
+    assert page["total"] == 1
+    delivery_id = page["items"][0]["id"]
+    code, out, _ = run(capsys, "deliveries", "show", str(delivery_id), "--json", "--db", db_url)
+    assert json.loads(out)["subject"] == "web-1"
+    code, out, _ = run(capsys, "channel", "disable", "ops", "--db", db_url)
+    assert "1 pending deliveries skipped" in out
+    code, out, _ = run(capsys, "deliveries", "resend", str(delivery_id), "--db", db_url)
+    assert code == 0
+    assert "requeued" in out
+    code, out, _ = run(capsys, "channel", "enable", "ops", "--db", db_url)
+    assert code == 0
+
+
+def test_publish_from_a_json_file(
+    capsys: pytest.CaptureFixture[str], db_url: str, tmp_path: Path
+) -> None:
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps({"kind": "a.b", "subject": "s", "idempotency_key": "k"}))
+    assert run(capsys, "publish", "--json", str(event), "--db", db_url)[0] == 0
+    code, out, _ = run(capsys, "publish", "--json", str(event), "--db", db_url)
+    assert code == 0
+    assert "already published" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["publish", "--kind", "a.b"], "--kind and --subject are required"),
+        (["publish", "--kind", "has space", "--subject", "s"], "kind"),
+        (["channel", "add", "--name", "x", "--kind", "pigeon"], "unknown channel kind"),
+        (
+            ["channel", "add", "--name", "x", "--kind", "webhook", "--config-json", "{"],
+            "not valid JSON",
+        ),
+        (["channel", "enable", "nope"], "not found"),
+        (["deliveries", "show", "999"], "delivery 999 not found"),
+        (["deliveries", "resend", "999"], "not found"),
+        (["deliveries", "list", "--state", "lost"], "unknown state"),
+        (["token", "create", "--name", "x", "--scope", "root"], "scope"),
+        (["publish", "--json", "/nonexistent.json"], "cannot read"),
+    ],
+)
+def test_bad_input_is_one_line_and_non_zero(
+    capsys: pytest.CaptureFixture[str], db_url: str, argv: list[str], message: str
+) -> None:
+    code, out, err = run(capsys, *argv, "--db", db_url)
+    assert code != 0
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("tidings: ")
+    assert message in lines[0]
+    assert "Traceback" not in out + err
+
+
+def test_bad_database_url_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "deliveries", "list", "--db", "mysql://nope")
+    assert code == 1
+    assert err.strip() == (
+        "tidings: unsupported database 'mysql' in 'mysql://nope': tidings runs on sqlite or "
+        "postgresql"
+    )
+
+
+def test_a_real_subprocess(db_url: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "tidings", "channel", "kinds", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    kinds = {row["kind"] for row in json.loads(done.stdout)}
+    assert {"webhook", "inbox"} <= kinds
+    bad = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tidings",
+            "publish",
+            "--kind",
+            "a.b",
+            "--subject",
+            "s",
+            "--severity",
+            "apocalyptic",
+            "--db",
+            db_url,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert bad.returncode == 1
+    assert bad.stderr.startswith("tidings: severity")
+    assert "Traceback" not in bad.stderr
