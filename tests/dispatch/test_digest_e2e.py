@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import tidings
@@ -49,6 +50,8 @@ async def test_digest_over_the_limit_is_split_at_entry_boundaries(
     assert all(json.loads(m.body)["type"] == "digest" for m in messages)
     assert len({m.headers["webhook-id"] for m in messages}) == len(messages)
     assert all(json.loads(m.body)["channel"] == ch.name for m in messages)
+    numbering = [(json.loads(m.body)["part"], json.loads(m.body)["parts"]) for m in messages]
+    assert numbering == [(i, len(messages)) for i in range(1, len(messages) + 1)]
 
 
 async def test_a_single_entry_too_long_is_shortened_not_dropped(
@@ -85,3 +88,32 @@ async def test_realtime_event_over_the_limit_is_shortened(hub: tidings.Hub, sink
     event = json.loads(got.body)["event"]
     assert event["title"] == "keep me"
     assert row.state is State.SENT
+
+
+async def test_each_digest_message_spends_a_token_and_the_rest_wait(
+    hub: tidings.Hub, sink: Sink
+) -> None:
+    """D4/D5: with one token a minute, one message goes now; the rest stay pending, unspent."""
+    await webhook(
+        hub,
+        sink.url("/digest"),
+        name="digest",
+        mode="digest",
+        digest_period_s=0.2,
+        rate_per_min=1,
+        config={"max_body_bytes": 2048},
+    )
+    await hub.publish_many(
+        [{"kind": "a.b", "subject": f"s{i}", "body": "x" * 400} for i in range(12)]
+    )
+    async with running(hub):
+        await sink.await_for(1, "/digest")
+        await asyncio.sleep(1.0)
+    (message,) = sink.requests("/digest")
+    sent_ids = {e["id"] for e in json.loads(message.body)["events"]}
+    rows = (await hub.deliveries(page_size=200)).items
+    sent = [v.delivery for v in rows if v.delivery.state is State.SENT]
+    waiting = [v.delivery for v in rows if v.delivery.state is State.PENDING]
+    assert len(sent) == len(sent_ids) < 12
+    assert len(waiting) == 12 - len(sent)
+    assert {d.attempts for d in waiting} == {0}

@@ -151,6 +151,8 @@ class _Exploding(Adapter):
         events: Sequence[Event],
         *,
         shorten_to: int | None = None,
+        part: int = 1,
+        parts: int = 1,
     ) -> Message:
         return Message(target=target, payload=b"x", size=1)
 

@@ -110,9 +110,12 @@ class Adapter(ABC):
         events: Sequence[Event],
         *,
         shorten_to: int | None = None,
+        part: int = 1,
+        parts: int = 1,
     ) -> Message:
         """Render one message; with `shorten_to`, a single event cut to fit that size with a
-        visible marker (keeping the start, the title first)."""
+        visible marker (keeping the start, the title first). A digest sent as several
+        messages numbers them: this is message `part` of `parts`."""
 
     @abstractmethod
     async def send(self, ctx: SendContext, channel: Channel, message: Message) -> Outcome:

@@ -37,12 +37,14 @@ class InboxAdapter(Adapter):
         events: Sequence[Event],
         *,
         shorten_to: int | None = None,
+        part: int = 1,
+        parts: int = 1,
     ) -> Message:
         if target.batch_id is None:
             title = events[0].title or events[0].kind
             text = event_text(events[0])
         else:
-            title = f"{len(events)} events"
+            title = f"{len(events)} events" + (f" (part {part}/{parts})" if parts > 1 else "")
             text = "\n".join(event_line(e) for e in events)
         if shorten_to is not None:
             text = truncate_chars(text, shorten_to)

@@ -87,6 +87,8 @@ class WebhookAdapter(Adapter):
         events: Sequence[Event],
         *,
         shorten_to: int | None = None,
+        part: int = 1,
+        parts: int = 1,
     ) -> Message:
         entries = [event_json(e) for e in events]
         if target.batch_id is None:
@@ -101,6 +103,8 @@ class WebhookAdapter(Adapter):
                 "type": "digest",
                 "channel": channel.name,
                 "batch_id": target.batch_id,
+                "part": part,
+                "parts": parts,
                 "events": entries,
             }
         payload = _encode(document)

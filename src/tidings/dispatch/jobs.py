@@ -15,7 +15,7 @@ from datetime import datetime
 from tidings.channels.base import SendContext, Target
 from tidings.channels.registry import Registry
 from tidings.core.model import Channel, Claim
-from tidings.core.outcome import attempt_status
+from tidings.core.outcome import Delivered, Partial, attempt_status
 from tidings.dispatch import report, sending
 from tidings.dispatch.report import SendResult
 from tidings.metrics import Metrics
@@ -84,18 +84,36 @@ async def run_digest(ctx: JobContext, channel: Channel) -> bool:
 
 
 async def _send_digest(ctx: JobContext, claim: Claim) -> None:
+    """Send the claim's messages in order, one token each (D4); stop at the first that is not
+    delivered or has no token, and give the rest back (D5: claimable again, attempt revoked)."""
     adapter = ctx.registry.get(claim.channel.kind)
     batch_id = claim.items[0].delivery.batch_id or min(claim.ids)
     events = [item.event for item in claim.items]
 
-    async def one() -> SendResult:
-        async with ctx.slots:
-            message = sending.render_segment(adapter, claim.channel, batch_id, claim.ids, events)
-            return await sending.send(
-                adapter, ctx.send_context(), claim.channel, message, ctx.clock
-            )
+    results: list[SendResult] = []  # kept outside the task: a cancel must not forget a send
 
-    await _finish(ctx, claim, [asyncio.create_task(one())])
+    async def all_parts() -> None:
+        messages = sending.plan_digest(adapter, claim.channel, batch_id, claim.ids, events)
+        for index, message in enumerate(messages):
+            if index > 0 and not await ctx.store.take_token(claim.channel.id):
+                break
+            async with ctx.slots:
+                result = await sending.send(
+                    adapter, ctx.send_context(), claim.channel, message, ctx.clock
+                )
+            results.append(result)
+            if not isinstance(result.outcome, Delivered | Partial):
+                break
+
+    task = asyncio.create_task(all_parts())
+    try:
+        await task
+    except asyncio.CancelledError:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await asyncio.shield(_write(ctx, claim, results))
+        raise
+    await _write(ctx, claim, results)
 
 
 async def _finish(ctx: JobContext, claim: Claim, tasks: list[asyncio.Task[SendResult]]) -> None:
@@ -114,6 +132,10 @@ async def _finish(ctx: JobContext, claim: Claim, tasks: list[asyncio.Task[SendRe
 
 async def _record(ctx: JobContext, claim: Claim, tasks: list[asyncio.Task[SendResult]]) -> None:
     results = [t.result() for t in tasks if t.done() and not t.cancelled() and not t.exception()]
+    await _write(ctx, claim, results)
+
+
+async def _write(ctx: JobContext, claim: Claim, results: list[SendResult]) -> None:
     if ctx.metrics:
         for result in results:
             seconds = (result.finished_at - result.started_at).total_seconds()

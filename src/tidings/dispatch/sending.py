@@ -30,22 +30,54 @@ def render_single(adapter: Adapter, channel: Channel, target: Target, event: Eve
     return message
 
 
-def render_segment(
+def plan_digest(
     adapter: Adapter, channel: Channel, batch_id: int, ids: Sequence[int], events: Sequence[Event]
-) -> Message:
-    """D5: the first message of a digest: as many entries as fit, at least one (shortened)."""
+) -> list[Message]:
+    """D5: cut a digest into messages within the channel's limit, at entry boundaries, oldest
+    entries first, numbered part i of n. An entry too long on its own is shortened, never
+    dropped. Sizes are measured with the widest numbering, so the final labels still fit."""
     limit = adapter.size_limit(channel)
+    widest = len(ids)
+    cuts: list[tuple[int, int]] = []
+    start = 0
+    while start < len(ids):
 
-    def render(n: int) -> Message:
-        return adapter.render(channel, Target(tuple(ids[:n]), batch_id), events[:n])
+        def fits(n: int, at: int = start) -> bool:
+            target = Target(tuple(ids[at : at + n]), batch_id)
+            message = adapter.render(
+                channel, target, events[at : at + n], part=widest, parts=widest
+            )
+            return limit is None or message.size <= limit
 
-    if limit is None:
-        return render(len(ids))
-    count = fitting_prefix(len(ids), lambda n: render(n).size <= limit)
-    if count == 0:
-        target = Target(tuple(ids[:1]), batch_id)
-        return adapter.render(channel, target, events[:1], shorten_to=limit)
-    return render(count)
+        count = fitting_prefix(len(ids) - start, fits)
+        cuts.append((start, max(count, 1)))
+        start += max(count, 1)
+    parts = len(cuts)
+    return [
+        _segment(adapter, channel, batch_id, ids, events, at, n, part, parts, limit)
+        for part, (at, n) in enumerate(cuts, start=1)
+    ]
+
+
+def _segment(
+    adapter: Adapter,
+    channel: Channel,
+    batch_id: int,
+    ids: Sequence[int],
+    events: Sequence[Event],
+    at: int,
+    n: int,
+    part: int,
+    parts: int,
+    limit: int | None,
+) -> Message:
+    target = Target(tuple(ids[at : at + n]), batch_id)
+    message = adapter.render(channel, target, events[at : at + n], part=part, parts=parts)
+    if limit is not None and message.size > limit:  # a single over-long entry
+        message = adapter.render(
+            channel, target, events[at : at + n], shorten_to=limit, part=part, parts=parts
+        )
+    return message
 
 
 async def send(

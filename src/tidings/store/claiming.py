@@ -82,6 +82,21 @@ def claim_digest(
     return _assign_batch(conn, claim)
 
 
+def take_token(conn: Connection, clock: TxClock, channel_id: int) -> bool:
+    """D4: one more message of a digest already claimed spends one more token, if there is one."""
+    channel = load_channel(conn, channel_id)
+    if channel is None or not channel.enabled:
+        return False
+    bucket = buckets.lock(conn, channel, clock)
+    if bucket is None:
+        return False
+    now = clock.now()
+    if buckets.budget(channel, bucket, now) < 1:
+        return False
+    buckets.spend(conn, channel, bucket, now, 1)
+    return True
+
+
 def _due(channel: Channel, clock: TxClock) -> ColumnElement[bool]:
     return and_(
         d.c.channel_id == channel.id,

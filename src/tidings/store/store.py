@@ -155,6 +155,10 @@ class Store:
     ) -> Claim | None:
         return await self._run(claiming.claim_digest, channel_id, limit, lease_s, owner, now=now)
 
+    async def take_token(self, channel_id: int, *, now: datetime | None = None) -> bool:
+        """One more token from the channel's bucket (the next message of a digest, D4)."""
+        return await self._run(claiming.take_token, channel_id, now=now)
+
     # -- outcomes (O1–O7, D5, W3), fenced by the lease token (C3) -------------------------
 
     async def mark_sent(
