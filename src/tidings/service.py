@@ -160,7 +160,7 @@ class Service:
         target = Target((0,))
         message = render_single(adapter, channel, target, event)
         async with HttpClient(allowed_networks=self.allowed_networks) as http:
-            ctx = SendContext(http=http, inbox=self.hub.store, attempt_at=now)
+            ctx = SendContext(http=http, store=self.hub.store, attempt_at=now)
             result = await send(adapter, ctx, channel, message, lambda: datetime.now(UTC))
         return result.outcome
 

@@ -67,7 +67,13 @@ class Message:
     text: str = ""
 
 
-class InboxWriter(Protocol):
+class ChannelStore(Protocol):
+    """The little a send may write besides its outcome."""
+
+    async def update_channel_config(self, channel_id: int, changes: dict[str, Any]) -> None:
+        """Persist a change the provider asked for (e.g. Telegram's migrate_to_chat_id)."""
+        ...
+
     async def inbox_put(
         self,
         channel_id: int,
@@ -81,10 +87,11 @@ class InboxWriter(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class SendContext:
-    """What a send may use: the dispatcher's one HTTP client, the inbox, the attempt's time."""
+    """What a send may use: the dispatcher's one HTTP client, the store's inbox and channel
+    config, the attempt's time."""
 
     http: HttpClient
-    inbox: InboxWriter
+    store: ChannelStore
     attempt_at: datetime
 
 

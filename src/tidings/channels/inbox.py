@@ -58,7 +58,7 @@ class InboxAdapter(Adapter):
         )
 
     async def send(self, ctx: SendContext, channel: Channel, message: Message) -> Outcome:
-        await ctx.inbox.inbox_put(
+        await ctx.store.inbox_put(
             channel.id,
             message.target.message_id,
             message.target.batch_id,

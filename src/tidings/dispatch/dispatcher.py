@@ -100,7 +100,7 @@ class Dispatcher:
         ctx = JobContext(
             store=self.store,
             registry=self.registry,
-            send_context=lambda: SendContext(http=http, inbox=self.store, attempt_at=_utc_now()),
+            send_context=lambda: SendContext(http=http, store=self.store, attempt_at=_utc_now()),
             slots=asyncio.Semaphore(self.config.concurrency),
             worker_id=self.config.worker_id,
             lease_s=self.config.lease_s,

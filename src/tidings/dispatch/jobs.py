@@ -60,7 +60,10 @@ async def _send_claim(ctx: JobContext, claim: Claim) -> None:
         item = claim.items[index]
         async with ctx.slots:
             target = Target((item.delivery.id,))
-            message = sending.render_single(adapter, claim.channel, target, item.event)
+            try:
+                message = sending.render_single(adapter, claim.channel, target, item.event)
+            except Exception as error:
+                return sending.render_failed(target.delivery_ids, None, error, ctx.clock)
             return await sending.send(
                 adapter, ctx.send_context(), claim.channel, message, ctx.clock
             )
@@ -93,7 +96,11 @@ async def _send_digest(ctx: JobContext, claim: Claim) -> None:
     results: list[SendResult] = []  # kept outside the task: a cancel must not forget a send
 
     async def all_parts() -> None:
-        messages = sending.plan_digest(adapter, claim.channel, batch_id, claim.ids, events)
+        try:
+            messages = sending.plan_digest(adapter, claim.channel, batch_id, claim.ids, events)
+        except Exception as error:
+            results.append(sending.render_failed(claim.ids, batch_id, error, ctx.clock))
+            return
         for index, message in enumerate(messages):
             if index > 0 and not await ctx.store.take_token(claim.channel.id):
                 break

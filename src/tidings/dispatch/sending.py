@@ -80,6 +80,16 @@ def _segment(
     return message
 
 
+def render_failed(
+    ids: Sequence[int], batch_id: int | None, error: Exception, clock: Callable[[], datetime]
+) -> SendResult:
+    """A message that cannot be rendered (a broken template override) fails permanently:
+    retrying renders the same template again. The operator fixes it and resends."""
+    now = clock()
+    outcome = Reject(Reason.CLIENT_ERROR, f"cannot render the message: {error}")
+    return SendResult(tuple(ids), outcome, now, now, batch_id)
+
+
 async def send(
     adapter: Adapter,
     ctx: SendContext,

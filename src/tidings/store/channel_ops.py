@@ -120,3 +120,14 @@ def _spec_values(spec: ChannelSpec) -> dict[str, Any]:
     values = asdict(spec)
     values["mode"] = spec.mode.value
     return values
+
+
+def merge_config(
+    conn: Connection, clock: TxClock, channel_id: int, changes: dict[str, Any]
+) -> None:
+    current = get(conn, channel_id)
+    conn.execute(
+        update(channels)
+        .where(channels.c.id == channel_id)
+        .values(config=current.config | changes, updated_at=clock.now())
+    )

@@ -271,6 +271,10 @@ class Store:
     async def update_channel(self, channel_id: int, spec: ChannelSpec) -> Channel:
         return await self._run(channel_ops.update_spec, channel_id, spec)
 
+    async def update_channel_config(self, channel_id: int, changes: dict[str, Any]) -> None:
+        """Merge keys into a channel's config (a provider-requested change, not an edit)."""
+        await self._run(channel_ops.merge_config, channel_id, changes)
+
     async def enable_channel(self, channel_id: int) -> Channel:
         channel, _ = await self._run(channel_ops.set_enabled, channel_id, True, None)
         return channel

@@ -1,0 +1,143 @@
+"""What every chat robot adapter shares: text rendered by `tidings.render` in the kind's
+flavour, measured in the kind's unit, wrapped in the vendor's JSON, POSTed to a keyed URL,
+and classified — HTTP status first, then the vendor's own code in a 200 answer.
+
+A kind module adds only its deltas: `payload()` (the vendor JSON), `classify_ok()` (vendor
+codes), and, where the vendor signs requests, `url()` or `headers()`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, ClassVar
+from urllib.parse import urlsplit
+
+from tidings.channels.base import Adapter, Message, SendContext, Target
+from tidings.channels.http import HttpResponse, classify, outcome_for_exception
+from tidings.core.errors import ValidationError
+from tidings.core.model import Channel, Event
+from tidings.core.outcome import Delivered, Outcome
+from tidings.core.text import truncate_chars, truncate_utf8
+from tidings.redact import mask
+from tidings.render import Flavour, RenderError, default_renderer
+
+
+class ChatAdapter(Adapter):
+    flavour: ClassVar[Flavour]
+    #: The keyed webhook URL is the credential for most robots: never shown, never logged.
+    secret_fields: ClassVar[tuple[str, ...]] = ("webhook_url",)
+    url_field: ClassVar[str] = "webhook_url"
+
+    # -- configuration --------------------------------------------------------------------
+
+    def validate_config(self, config: dict[str, Any]) -> dict[str, Any]:
+        url = config.get(self.url_field)
+        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+            raise ValidationError(
+                f"config.{self.url_field}", "an http:// or https:// URL is required"
+            )
+        return dict(config)
+
+    # -- rendering ------------------------------------------------------------------------
+
+    def text(
+        self, channel: Channel, target: Target, events: Sequence[Event], part: int, parts: int
+    ) -> tuple[str, str]:
+        """(title, body text) in this kind's flavour."""
+        renderer = default_renderer()
+        if target.batch_id is None:
+            event = events[0]
+            return event.title or event.kind, renderer.event(self.flavour, channel, event)
+        title = f"{len(events)} events" + (f" ({part}/{parts})" if parts > 1 else "")
+        return title, renderer.digest(self.flavour, channel, events, part=part, parts=parts)
+
+    def measure(self, text: str) -> int:
+        return len(text.encode()) if self.limits.size_unit == "bytes" else len(text)
+
+    def shorten(self, text: str, limit: int) -> str:
+        """Keep the start (the templates lead with the title) and mark the cut."""
+        if self.limits.size_unit == "bytes":
+            return truncate_utf8(text, limit)
+        return truncate_chars(text, limit)
+
+    def payload(self, channel: Channel, title: str, text: str) -> dict[str, Any]:
+        """The vendor's JSON body around the rendered text."""
+        raise NotImplementedError
+
+    def render(
+        self,
+        channel: Channel,
+        target: Target,
+        events: Sequence[Event],
+        *,
+        shorten_to: int | None = None,
+        part: int = 1,
+        parts: int = 1,
+    ) -> Message:
+        title, text = self.text(channel, target, events, part, parts)
+        if shorten_to is not None and self.measure(text) > shorten_to:
+            text = self.shorten(text, shorten_to)
+        body = json.dumps(self.payload(channel, title, text), ensure_ascii=False).encode()
+        return Message(target=target, payload=body, size=self.measure(text), title=title, text=text)
+
+    # -- sending --------------------------------------------------------------------------
+
+    def url(self, channel: Channel, now: datetime) -> str:
+        return str(channel.config[self.url_field])
+
+    def headers(self, channel: Channel, message: Message, now: datetime) -> dict[str, str]:
+        return {"content-type": "application/json; charset=utf-8"}
+
+    def classify_ok(self, response: HttpResponse, now: datetime) -> Outcome:
+        """A 2xx answer; vendors that report errors inside a 200 override this."""
+        return Delivered(provider_response=response.text)
+
+    async def send(self, ctx: SendContext, channel: Channel, message: Message) -> Outcome:
+        try:
+            response = await ctx.http.post(
+                self.url(channel, ctx.attempt_at),
+                body=message.payload,
+                headers=self.headers(channel, message, ctx.attempt_at),
+                timeout_s=channel.timeout_s,
+            )
+        except Exception as error:  # translated at the boundary into an outcome
+            outcome = outcome_for_exception(error)
+        else:
+            if 200 <= response.status < 300:
+                outcome = self.classify_ok(response, ctx.attempt_at)
+            else:
+                outcome = classify(response, ctx.attempt_at)
+        return scrub_secrets(outcome, self.secrets_of(channel))
+
+    def secrets_of(self, channel: Channel) -> list[str]:
+        """Every secret string, and the parts of keyed URLs that carry the key."""
+        found: list[str] = []
+        for name in self.secret_fields:
+            value = channel.config.get(name)
+            if not isinstance(value, str) or not value:
+                continue
+            found.append(value)
+            if value.startswith(("http://", "https://")):
+                parts = urlsplit(value)
+                found.extend(p for p in (parts.query, parts.path) if len(p) > 8)
+        return sorted(found, key=len, reverse=True)
+
+
+def scrub_secrets(outcome: Outcome, secrets: Sequence[str]) -> Outcome:
+    """No secret reaches an error, an attempt row or a log: replace each with its mask."""
+    changes: dict[str, Any] = {}
+    for field in ("error", "provider_response"):
+        text = getattr(outcome, field, None)
+        if isinstance(text, str):
+            cleaned = text
+            for secret in secrets:
+                cleaned = cleaned.replace(secret, mask(secret))
+            if cleaned != text:
+                changes[field] = cleaned
+    return dataclasses.replace(outcome, **changes) if changes else outcome
+
+
+__all__ = ["ChatAdapter", "RenderError", "scrub_secrets"]
