@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
 
@@ -25,6 +26,7 @@ from tidings.core.model import (
     PublishResult,
     ResendResult,
     Severity,
+    rfc3339,
 )
 from tidings.core.outcome import Outcome
 from tidings.dispatch.dispatcher import LEASE_TIMEOUT_FACTOR
@@ -134,8 +136,8 @@ class Service:
             "max_age_s": channel.max_age_s,
             "tenant": channel.tenant,
             "templates": channel.templates,
-            "created_at": _rfc3339(channel.created_at),
-            "updated_at": _rfc3339(channel.updated_at),
+            "created_at": rfc3339(channel.created_at),
+            "updated_at": rfc3339(channel.updated_at),
         }
 
     async def test_channel(self, channel_id: int) -> Outcome:
@@ -205,27 +207,6 @@ class Service:
 
 
 def _spec_fields(channel: Channel) -> dict[str, Any]:
-    spec = channel.spec()
-    return {
-        "name": spec.name,
-        "kind": spec.kind,
-        "config": spec.config,
-        "enabled": spec.enabled,
-        "mode": spec.mode.value,
-        "digest_period_s": spec.digest_period_s,
-        "filter": spec.filter,
-        "rate_per_min": spec.rate_per_min,
-        "rate_burst": spec.rate_burst,
-        "max_attempts": spec.max_attempts,
-        "retry_backoff_s": spec.retry_backoff_s,
-        "timeout_s": spec.timeout_s,
-        "max_age_s": spec.max_age_s,
-        "tenant": spec.tenant,
-        "templates": spec.templates,
-    }
-
-
-def _rfc3339(value: datetime | None) -> str | None:
-    if value is None:
-        return None
-    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    fields = asdict(channel.spec())
+    fields["mode"] = channel.mode.value
+    return fields

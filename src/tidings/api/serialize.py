@@ -2,33 +2,24 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
-from tidings.core.model import Attempt, Delivery, DeliveryDetail, DeliveryView, Event, PublishResult
+from tidings.core.model import (
+    Attempt,
+    Delivery,
+    DeliveryDetail,
+    DeliveryView,
+    Event,
+    PublishResult,
+    event_document,
+    rfc3339,
+)
 
-
-def ts(value: datetime | None) -> str | None:
-    if value is None:
-        return None
-    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+ts = rfc3339
 
 
 def event(e: Event) -> dict[str, Any]:
-    return {
-        "id": e.id,
-        "kind": e.kind,
-        "subject": e.subject,
-        "severity": e.severity.value,
-        "title": e.title,
-        "body": e.body,
-        "url": e.url,
-        "labels": e.labels,
-        "data": e.data,
-        "tenant": e.tenant,
-        "idempotency_key": e.idempotency_key,
-        "created_at": ts(e.created_at),
-    }
+    return event_document(e) | {"idempotency_key": e.idempotency_key}
 
 
 def delivery(d: Delivery) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from tidings.channels import signing
 from tidings.channels.base import Adapter, Limits, Message, SendContext, Target
 from tidings.channels.http import classify, outcome_for_exception
 from tidings.core.errors import ValidationError
-from tidings.core.model import Channel, Event
+from tidings.core.model import Channel, Event, event_document
 from tidings.core.outcome import Outcome
 from tidings.core.text import MARKER, truncate_utf8
 
@@ -23,22 +23,6 @@ DEFAULT_MAX_BODY_BYTES = 1_048_576
 _MIN_BODY_BYTES = 1024
 _MAX_BODY_BYTES = 16 * 1_048_576
 _RESERVED_HEADERS = {"content-type", "webhook-id", "webhook-timestamp", "webhook-signature"}
-
-
-def event_json(event: Event) -> dict[str, Any]:
-    return {
-        "id": event.id,
-        "kind": event.kind,
-        "subject": event.subject,
-        "severity": event.severity.value,
-        "title": event.title,
-        "body": event.body,
-        "url": event.url,
-        "labels": event.labels,
-        "data": event.data,
-        "tenant": event.tenant,
-        "created_at": event.created_at.isoformat().replace("+00:00", "Z"),
-    }
 
 
 def _encode(document: dict[str, Any]) -> bytes:
@@ -90,7 +74,7 @@ class WebhookAdapter(Adapter):
         part: int = 1,
         parts: int = 1,
     ) -> Message:
-        entries = [event_json(e) for e in events]
+        entries = [event_document(e) for e in events]
         if target.batch_id is None:
             document: dict[str, Any] = {
                 "type": "event",

@@ -6,7 +6,7 @@ Pure: imports only the standard library. Rows leave the store as these frozen da
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Generic, TypeVar
 
@@ -251,3 +251,27 @@ def coerce_page(page: int | None, page_size: int | None) -> tuple[int, int]:
     if page_size is None or not 1 <= page_size <= MAX_PAGE_SIZE:
         return used_page, DEFAULT_PAGE_SIZE
     return used_page, page_size
+
+
+def rfc3339(value: datetime | None) -> str | None:
+    """RFC 3339 UTC with a `Z`, as every document tidings writes shows time."""
+    if value is None:
+        return None
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def event_document(event: Event) -> JSON:
+    """An event as JSON (webhook bodies, API answers)."""
+    return {
+        "id": event.id,
+        "kind": event.kind,
+        "subject": event.subject,
+        "severity": event.severity.value,
+        "title": event.title,
+        "body": event.body,
+        "url": event.url,
+        "labels": event.labels,
+        "data": event.data,
+        "tenant": event.tenant,
+        "created_at": rfc3339(event.created_at),
+    }
