@@ -1,23 +1,5 @@
 """The markup flavours and their escaping rules: the one place that knows which characters each
 service reads as markup, in text and in link targets. Imports only the standard library.
-
-    flavour              text values                                   link targets (`href`)
-    text                 unchanged                                     URL
-    html                 & < > " ' as entities                         URL, attribute-escaped
-    slack_mrkdwn         & < > as &amp; &lt; &gt; only (Slack's rule)  URL, & as &amp;
-    telegram_markdown_v2 \\ before each of _*[]()~`>#+-=|{}.! and \\    URL, \\ before ) and \\
-    wecom/dingtalk/      < > as &lt; &gt;, & as &amp; where it would    URL, ( ) as %28 %29
-      feishu_markdown      start an entity; \\ before \\ ` * _ [ ] (and
-                           ~ for Feishu); line starts (below)
-    teams_markdown       \\ before \\ ` * _ [ ]; line starts            URL, ( ) as %28 %29
-    discord_markdown     \\ before \\ ` * _ ~ | [ ] <; line starts;      URL, ( ) as %28 %29
-                           @everyone/@here get U+200B after the @
-
-Line starts: a line's first non-blank `# > - + = |` or the `.`/`)` of `12.`/`12)` gets a
-backslash, so a value cannot open a heading, quote, list, setext underline or table. The start
-of every value counts as a line start (values are escaped without knowing where they land).
-Every link target is first normalised: characters never valid in a URL (space, controls,
-non-ASCII, `"<>\\^`{|}`) are percent-encoded; `safe_url` admits only http, https and mailto.
 """
 
 from __future__ import annotations
@@ -44,7 +26,8 @@ class Flavour(StrEnum):
 SAFE_URL_SCHEMES = frozenset({"http", "https", "mailto"})
 
 _TELEGRAM = re.compile(r"([_*\[\]()~`>#+\-=|{}.!\\])")
-_LINE_START = re.compile(r"^([ \t]*)(?:([#>+\-=|])|(\d+)([.)]))", re.MULTILINE)
+# Lines end at \n or \r (CommonMark), so a line starts after either.
+_LINE_START = re.compile(r"(?:^|(?<=\r))([ \t]*)(?:([#>+\-=|])|(\d+)([.)]))", re.MULTILINE)
 # An `&` that would start a character reference (`&lt;`, `&#60;`, `&#x3c;`): the only `&` that
 # needs escaping for a reader that decodes entities; a bare `&` ("R&D") stays readable.
 _ENTITY_START = re.compile(r"&(?=#\d+;|#[xX][0-9a-fA-F]+;|[A-Za-z][A-Za-z0-9]*;)")
@@ -129,7 +112,24 @@ SEPARATORS: Mapping[Flavour, str] = {
 
 
 def escape(flavour: Flavour, text: str) -> str:
-    """`text` with everything `flavour` would read as markup neutralised."""
+    r"""`text` with everything `flavour` would read as markup neutralised.
+
+    text          unchanged
+    html          & < > " ' as character references
+    slack_mrkdwn  & < > as &amp; &lt; &gt; and nothing else (Slack's rule: it has no way to
+                  escape * _ ~ `, which may format but cannot make links or mentions)
+    telegram_*    \ before every one of _ * [ ] ( ) ~ ` > # + - = | { } . ! and \
+    wecom, dingtalk, feishu markdown (they also read tags: <font>, <@userid>, <at>):
+                  < > as &lt; &gt;, & as &amp; only where it would start a reference;
+                  \ before \ ` * _ [ ] (and ~ for Feishu); line starts
+    teams         \ before \ ` * _ [ ]; line starts (Adaptive Cards read no HTML)
+    discord       \ before \ ` * _ ~ | [ ] <; line starts; a U+200B after the @ of
+                  @everyone and @here
+
+    Line starts: a line's first non-blank `# > - + = |`, or the `.`/`)` of `12.`/`12)`, gets a
+    backslash, so a value cannot open a heading, quote, list, setext underline or table. The
+    start of every value counts as a line start (a value does not know where it lands).
+    """
     return ESCAPES[Flavour(flavour)](text)
 
 
@@ -151,7 +151,13 @@ def _normalise_url(url: str, extra_unsafe: str = "") -> str:
 
 
 def escape_url(flavour: Flavour, url: str) -> str:
-    """`url` ready to stand as a link target in `flavour`; "" when its scheme is not safe."""
+    """`url` ready to stand as a link target in `flavour`; "" when its scheme is not safe.
+
+    Characters never valid in a URL (space, controls, non-ASCII, `"<>\\^`{|}`) are
+    percent-encoded first; then Telegram escapes `)` and `\\` (MarkdownV2's rule inside a
+    link's parentheses), HTML escapes for an attribute, Slack writes `&` as `&amp;`, and the
+    markdown dialects percent-encode `(` and `)`.
+    """
     checked = safe_url(url)
     if checked is None:
         return ""
