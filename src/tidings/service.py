@@ -33,6 +33,7 @@ from tidings.dispatch.dispatcher import LEASE_TIMEOUT_FACTOR
 from tidings.dispatch.sending import render_single, send
 from tidings.hub import Hub
 from tidings.redact import keep_unchanged_secrets, redact_config
+from tidings.render import default_renderer
 from tidings.store.tokens import TokenInfo
 
 BOOTSTRAP_CHANNEL = "inbox"
@@ -84,6 +85,8 @@ class Service:
             raise ValidationError("config", "must be an object")
         fields["config"] = adapter.validate_config(config)
         fields.setdefault("rate_per_min", adapter.limits.default_rate_per_min)
+        if "templates" in fields:
+            fields["templates"] = self._templates(fields["templates"])
         timeout_s = fields.get("timeout_s", 15.0)
         if isinstance(timeout_s, int | float) and timeout_s * LEASE_TIMEOUT_FACTOR > self.lease_s:
             raise ValidationError(
@@ -95,6 +98,10 @@ class Service:
 
     async def create_channel(self, fields: Mapping[str, Any]) -> Channel:
         return await self.hub.channels.create(**self.check_channel(dict(fields)))
+
+    def _templates(self, templates: Any) -> dict[str, str]:
+        """Overrides are compiled (and tried on a sample event) when saved, not at send time."""
+        return default_renderer().validate_templates(templates or {})
 
     async def update_channel(self, channel_id: int, changes: Mapping[str, Any]) -> Channel:
         current = await self.hub.channels.get(channel_id)

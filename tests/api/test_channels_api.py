@@ -112,3 +112,19 @@ async def test_test_send_returns_the_classified_outcome(api: Api, sink: Sink) ->
     assert refused.json()["error"] == "HTTP 403: bad token"
     assert sink.count("/hook") == 2
     assert await count(api.service.hub, "deliveries") == 0
+
+
+async def test_template_overrides_are_validated_when_saved(api: Api) -> None:
+    bad = {"name": "x", "kind": "inbox", "templates": {"event": "{% if %}"}}
+    refused = await api.client.post("/v1/channels", json=bad, headers=api.admin)
+    assert refused.status_code == 422
+    assert "templates.event" in refused.json()["error"]["message"]
+    escape = {"name": "x", "kind": "inbox", "templates": {"event": "{{ ''.__class__.__mro__ }}"}}
+    assert (
+        await api.client.post("/v1/channels", json=escape, headers=api.admin)
+    ).status_code == 422
+    good = {"name": "x", "kind": "inbox", "templates": {"event": "ALERT {{ event.title }}"}}
+    created = await api.client.post("/v1/channels", json=good, headers=api.admin)
+    assert created.status_code == 201, created.text
+    assert created.json()["templates"] == {"event": "ALERT {{ event.title }}"}
+    assert await count(api.service.hub, "channels") == 1

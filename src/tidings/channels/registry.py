@@ -10,15 +10,30 @@ from collections.abc import Iterable
 from importlib.metadata import entry_points
 
 from tidings.channels.base import Adapter
+from tidings.channels.dingtalk import DingtalkAdapter
+from tidings.channels.discord import DiscordAdapter
+from tidings.channels.feishu import FeishuAdapter
 from tidings.channels.inbox import InboxAdapter
+from tidings.channels.slack import SlackAdapter
+from tidings.channels.teams import TeamsAdapter
 from tidings.channels.webhook import WebhookAdapter
+from tidings.channels.wecom import WecomAdapter
 from tidings.core.errors import ConfigError, ValidationError
 
 ENTRY_POINT_GROUP = "tidings.channels"
 
 
 def builtin_adapters() -> list[Adapter]:
-    return [WebhookAdapter(), InboxAdapter()]
+    return [
+        WebhookAdapter(),
+        InboxAdapter(),
+        SlackAdapter(),
+        TeamsAdapter(),
+        DiscordAdapter(),
+        WecomAdapter(),
+        DingtalkAdapter(),
+        FeishuAdapter(),
+    ]
 
 
 class Registry:
