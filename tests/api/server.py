@@ -36,7 +36,7 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def serve(workdir: Path, db_url: str | None = None, **settings: str) -> Served:
+def serve(workdir: Path, db_url: str | None = None, *args: str, **settings: str) -> Served:
     port = free_port()
     env = dict(os.environ)
     env.update(
@@ -51,7 +51,7 @@ def serve(workdir: Path, db_url: str | None = None, **settings: str) -> Served:
     log = workdir / "serve.log"
     with log.open("wb") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", "tidings", "serve"],
+            [sys.executable, "-m", "tidings", "serve", *args],
             stdout=out,
             stderr=subprocess.STDOUT,
             env=env,

@@ -9,7 +9,7 @@ from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tidings import __version__
-from tidings.api import channels, deliveries, errors, events, system
+from tidings.api import channels, deliveries, errors, events, system, worker
 from tidings.api.schemas import ErrorOut
 from tidings.metrics import Metrics
 from tidings.service import Service
@@ -38,7 +38,13 @@ def create_app(service: Service, metrics: Metrics | None = None) -> FastAPI:
     app.state.service = service
     app.state.metrics = metrics or Metrics(service.hub.store)
     errors.install(app)
-    for router in (events.router, channels.router, deliveries.router, system.router):
+    for router in (
+        events.router,
+        channels.router,
+        deliveries.router,
+        worker.router,
+        system.router,
+    ):
         app.include_router(router)
     app.add_middleware(BodyLimit)
     return app

@@ -6,6 +6,7 @@ and the API refuse the same input with the same messages.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -191,3 +192,55 @@ class TestOut(BaseModel):
 
 class Health(BaseModel):
     status: str
+
+
+class LeaseIn(Strict):
+    worker_id: str = Field(min_length=1, max_length=200)
+    kinds: list[str] | None = Field(default=None, max_length=50)
+    tenants: list[str] | None = Field(default=None, max_length=1000)
+    max_messages: int = Field(default=50, ge=1, le=500)
+
+
+class LeasedMessage(BaseModel):
+    message_id: str
+    delivery_ids: list[int]
+    batch_id: int | None
+    payload_b64: str
+    size: int
+    content_type: str
+    title: str
+    text: str
+
+
+class LeaseBody(BaseModel):
+    token: str
+    channel: dict[str, Any]
+    messages: list[LeasedMessage]
+
+
+class LeaseOut(BaseModel):
+    leases: list[LeaseBody]
+    lease_s: float
+
+
+class ResultIn(Strict):
+    delivery_ids: list[int] = Field(min_length=1, max_length=500)
+    status: Literal["delivered", "retryable", "permanent", "rate_limited", "partial"]
+    error: str | None = Field(default=None, max_length=100_000)
+    reason: str | None = None
+    retry_after_s: float | None = Field(default=None, ge=0, le=86_400)
+    provider_response: str | None = Field(default=None, max_length=100_000)
+    disable_channel: bool = False
+    started_at: datetime
+    finished_at: datetime
+
+
+class ReportIn(Strict):
+    worker_id: str = Field(min_length=1, max_length=200)
+    token: str = Field(min_length=1, max_length=64)
+    results: list[ResultIn] = Field(max_length=500)
+
+
+class ReportOut(BaseModel):
+    recorded: int
+    fenced: int

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 import sys
 from collections.abc import Callable, Coroutine
@@ -86,8 +87,22 @@ def worker(
         float | None,
         typer.Option("--poll-interval-s", help="Polling fallback in seconds [default: 1]"),
     ] = None,
+    remote: Annotated[
+        str | None,
+        typer.Option("--remote", help="Lease work from this tidings server over HTTP instead"),
+    ] = None,
+    token: Annotated[
+        str | None, typer.Option("--token", help="Admin token for --remote [env: TIDINGS_TOKEN]")
+    ] = None,
+    kind: Annotated[
+        list[str] | None, typer.Option("--kind", help="With --remote: only these channel kinds")
+    ] = None,
+    tenant: Annotated[
+        list[str] | None, typer.Option("--tenant", help="With --remote: only these tenants")
+    ] = None,
 ) -> None:
-    """Run a dispatcher only (no API). Any number may share one PostgreSQL database."""
+    """Run a dispatcher only (no API). Any number may share one PostgreSQL database; with
+    --remote, lease work from a server instead and need no database at all."""
     settings = load(
         config,
         db=db,
@@ -96,7 +111,45 @@ def worker(
         lease_s=lease_s,
         poll_interval_s=poll_interval_s,
     )
+    if remote is not None:
+        run_remote(settings, remote, token or os.environ.get("TIDINGS_TOKEN"), kind, tenant)
+        return
     run_dispatcher(settings)
+
+
+def run_remote(
+    settings: Settings,
+    server: str,
+    token: str | None,
+    kinds: list[str] | None,
+    tenants: list[str] | None,
+) -> None:
+    from tidings.channels.netguard import parse_networks
+    from tidings.channels.registry import Registry
+    from tidings.remote import RemoteWorker
+
+    if not token:
+        fail("--remote needs --token (or TIDINGS_TOKEN): an admin token of that server")
+    verbose()
+    worker = RemoteWorker(
+        server,
+        token or "",
+        Registry.default(),
+        worker_id=settings.worker_id,
+        kinds=kinds,
+        tenants=tenants,
+        poll_interval_s=settings.poll_interval_s,
+        concurrency=settings.concurrency,
+        allowed_networks=parse_networks(settings.allowed_private_networks),
+    )
+
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, worker.stop)
+        await worker.run()
+
+    run_async(run)
 
 
 def verbose() -> None:

@@ -33,14 +33,21 @@ def serve(
     config: ConfigOption = None,
     host: Annotated[str | None, typer.Option(help="Listen address [env: TIDINGS_HOST]")] = None,
     port: Annotated[int | None, typer.Option(help="Listen port [env: TIDINGS_PORT]")] = None,
+    dispatch: Annotated[
+        bool,
+        typer.Option(
+            "--dispatch/--no-dispatch",
+            help="Also run a dispatcher (off: API only, for separate or remote workers)",
+        ),
+    ] = True,
 ) -> None:
     """Run the API and a dispatcher in one process (migrates the database on start)."""
     settings = load(config, db=db, host=host, port=port)
     verbose()
-    run_async(lambda: _serve(settings))
+    run_async(lambda: _serve(settings, dispatch))
 
 
-async def _serve(settings: Settings) -> None:
+async def _serve(settings: Settings, dispatch: bool = True) -> None:
     async with runtime(settings) as rt:
         check_lease(settings.lease_s, await rt.hub.store.largest_timeout())
         token = await rt.service.bootstrap()
@@ -69,7 +76,9 @@ async def _serve(settings: Settings) -> None:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stop)
-        tasks = [asyncio.create_task(server.serve()), asyncio.create_task(dispatcher.run())]
+        tasks = [asyncio.create_task(server.serve())]
+        if dispatch:
+            tasks.append(asyncio.create_task(dispatcher.run()))
         done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         stop()
         results = await asyncio.gather(*tasks, return_exceptions=True)

@@ -97,6 +97,28 @@ def take_token(conn: Connection, clock: TxClock, channel_id: int) -> bool:
     return True
 
 
+def leased(conn: Connection, clock: TxClock, token: str) -> Claim | None:
+    """The rows a lease token still holds (for a remote worker's report, W4)."""
+    held = [
+        rows.delivery(r)
+        for r in conn.execute(
+            select(d)
+            .where(d.c.lease_token == token, d.c.state == State.SENDING.value)
+            .order_by(d.c.id)
+        ).mappings()
+    ]
+    if not held:
+        return None
+    channel = load_channel(conn, held[0].channel_id)
+    if channel is None:
+        return None
+    found = conn.execute(select(events).where(events.c.id.in_({x.event_id for x in held})))
+    by_id = {e.id: e for e in (rows.event(r) for r in found.mappings())}
+    items = [ClaimedDelivery(delivery=x, event=by_id[x.event_id]) for x in held]
+    owner = held[0].lease_owner or ""
+    return Claim(token, owner, channel, items, held[0].next_attempt_at)
+
+
 def _due(channel: Channel, clock: TxClock) -> ColumnElement[bool]:
     return and_(
         d.c.channel_id == channel.id,

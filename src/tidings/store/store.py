@@ -155,6 +155,10 @@ class Store:
     ) -> Claim | None:
         return await self._run(claiming.claim_digest, channel_id, limit, lease_s, owner, now=now)
 
+    async def leased(self, token: str) -> Claim | None:
+        """The rows `token` still holds, with their channel and events (W4 reports)."""
+        return await self._run(claiming.leased, token, read_only=True)
+
     async def take_token(self, channel_id: int, *, now: datetime | None = None) -> bool:
         """One more token from the channel's bucket (the next message of a digest, D4)."""
         return await self._run(claiming.take_token, channel_id, now=now)

@@ -1,0 +1,135 @@
+"""W4: remote workers lease rendered messages over HTTP and report back, fenced by token."""
+
+from __future__ import annotations
+
+import base64
+import json
+from datetime import UTC, datetime, timedelta
+
+from tests.api.conftest import Api
+from tests.store.helpers import at
+from tidings.core.states import State
+
+SECRET = "whsec_" + "QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo="
+
+
+async def _webhook(api: Api, name: str = "hook", **fields: object) -> int:
+    body = {
+        "name": name,
+        "kind": "webhook",
+        "config": {"url": "https://hooks.invalid/x", "secret": SECRET},
+    }
+    response = await api.client.post("/v1/channels", json=body | fields, headers=api.admin)
+    assert response.status_code == 201, response.text
+    channel_id: int = response.json()["id"]
+    return channel_id
+
+
+async def _lease(api: Api, **body: object) -> dict[str, object]:
+    response = await api.client.post(
+        "/v1/worker/lease", json={"worker_id": "remote-1"} | body, headers=api.admin
+    )
+    assert response.status_code == 200, response.text
+    result: dict[str, object] = response.json()
+    return result
+
+
+def _result(ids: list[int], status: str = "delivered", **extra: object) -> dict[str, object]:
+    now = datetime.now(UTC)
+    return {
+        "delivery_ids": ids,
+        "status": status,
+        "started_at": now.isoformat(),
+        "finished_at": (now + timedelta(milliseconds=30)).isoformat(),
+    } | extra
+
+
+async def test_lease_renders_at_lease_time_and_report_records(api: Api) -> None:
+    await _webhook(api)
+    for i in range(3):
+        await api.client.post(
+            "/v1/events", json={"kind": "a.b", "subject": f"s{i}"}, headers=api.publish
+        )
+    leased = await _lease(api)
+    (lease,) = leased["leases"]  # type: ignore[misc]
+    assert lease["channel"]["config"]["secret"] == SECRET  # the worker needs it to sign
+    bodies = [json.loads(base64.b64decode(m["payload_b64"])) for m in lease["messages"]]
+    assert [b["event"]["subject"] for b in bodies] == ["s0", "s1", "s2"]
+    ids = [m["delivery_ids"][0] for m in lease["messages"]]
+    report = {
+        "worker_id": "remote-1",
+        "token": lease["token"],
+        "results": [_result(ids[:2]), _result(ids[2:], "retryable", error="HTTP 503: busy")],
+    }
+    answer = await api.client.post("/v1/worker/report", json=report, headers=api.admin)
+    assert answer.json() == {"recorded": 3, "fenced": 0}
+    rows = {
+        d["id"]: d
+        for d in (await api.client.get("/v1/deliveries", headers=api.read)).json()["items"]
+    }
+    assert [rows[i]["state"] for i in ids] == ["sent", "sent", "pending"]
+    assert rows[ids[2]]["last_error"] == "HTTP 503: busy"
+    detail = (await api.client.get(f"/v1/deliveries/{ids[0]}", headers=api.read)).json()
+    assert detail["attempts_log"][0]["worker_id"] == "remote-1"
+    assert detail["attempts_log"][0]["duration_ms"] == 30
+
+
+async def test_a_worker_only_gets_the_kinds_and_tenants_it_declares(api: Api) -> None:
+    await _webhook(api, "acme-hook", tenant="acme")
+    await api.client.post(
+        "/v1/events", json={"kind": "a.b", "subject": "s", "tenant": "acme"}, headers=api.publish
+    )
+    assert (await _lease(api, kinds=["slack"]))["leases"] == []
+    assert (await _lease(api, tenants=["globex"]))["leases"] == []
+    assert len((await _lease(api, kinds=["webhook"], tenants=["acme"]))["leases"]) == 1  # type: ignore[arg-type]
+
+
+async def test_inbox_channels_are_never_leased(api: Api) -> None:
+    await api.client.post(
+        "/v1/channels", json={"name": "inbox", "kind": "inbox"}, headers=api.admin
+    )
+    await api.client.post("/v1/events", json={"kind": "a.b", "subject": "s"}, headers=api.publish)
+    assert (await _lease(api))["leases"] == []
+
+
+async def test_a_stale_report_is_fenced_and_changes_nothing(api: Api) -> None:
+    channel_id = await _webhook(api)
+    await api.client.post("/v1/events", json={"kind": "a.b", "subject": "s"}, headers=api.publish)
+    (lease,) = (await _lease(api))["leases"]  # type: ignore[misc]
+    ids = lease["messages"][0]["delivery_ids"]
+    fresh = await api.service.hub.store.claim_realtime(channel_id, 10, 120, "local", now=at(300))
+    assert fresh is not None
+    report = {"worker_id": "remote-1", "token": lease["token"], "results": [_result(ids)]}
+    answer = await api.client.post("/v1/worker/report", json=report, headers=api.admin)
+    assert answer.json() == {"recorded": 0, "fenced": 1}
+    (row,) = (await api.client.get("/v1/deliveries", headers=api.read)).json()["items"]
+    assert row["state"] == State.SENDING.value
+    assert row["attempts"] == 2
+
+
+async def test_unreported_rows_are_given_back(api: Api) -> None:
+    await _webhook(api)
+    for i in range(2):
+        await api.client.post(
+            "/v1/events", json={"kind": "a.b", "subject": f"s{i}"}, headers=api.publish
+        )
+    (lease,) = (await _lease(api))["leases"]  # type: ignore[misc]
+    first = lease["messages"][0]["delivery_ids"]
+    report = {"worker_id": "remote-1", "token": lease["token"], "results": [_result(first)]}
+    await api.client.post("/v1/worker/report", json=report, headers=api.admin)
+    rows = (await api.client.get("/v1/deliveries", headers=api.read)).json()["items"]
+    states = {d["id"]: (d["state"], d["attempts"]) for d in rows}
+    assert states[first[0]] == ("sent", 1)
+    other = next(i for i in states if i != first[0])
+    assert states[other] == ("pending", 0)
+
+
+async def test_bad_reports_are_422(api: Api) -> None:
+    for body in (
+        {"worker_id": "w", "token": "t", "results": [_result([1], "teleported")]},
+        {"worker_id": "w", "token": "t", "results": [_result([1], "retryable", reason="gremlins")]},
+        {"worker_id": "", "token": "t", "results": []},
+    ):
+        response = await api.client.post("/v1/worker/report", json=body, headers=api.admin)
+        assert response.status_code == 422, (body, response.text)
+        assert set(response.json()) == {"error"}
