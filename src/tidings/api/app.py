@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from fastapi import FastAPI
+from fastapi.responses import RedirectResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tidings import __version__
@@ -13,6 +14,7 @@ from tidings.api import channels, deliveries, errors, events, system, worker
 from tidings.api.schemas import ErrorOut
 from tidings.metrics import Metrics
 from tidings.service import Service
+from tidings.web import create_ui
 
 #: An event body over this is refused with 413; a batch may carry up to 1,000 of them.
 MAX_EVENT_BYTES = 256 * 1024
@@ -46,6 +48,12 @@ def create_app(service: Service, metrics: Metrics | None = None) -> FastAPI:
         system.router,
     ):
         app.include_router(router)
+    app.mount("/ui", create_ui(service))  # the admin UI: HTML pages and errors of its own
+
+    @app.get("/", include_in_schema=False)
+    async def home() -> RedirectResponse:
+        return RedirectResponse("/ui/")
+
     app.add_middleware(BodyLimit)
     return app
 

@@ -35,6 +35,7 @@ from tidings.core.states import Failure
 from tidings.store import (
     channel_ops,
     claiming,
+    dashboard,
     history,
     inbox,
     migrate,
@@ -378,4 +379,28 @@ class Store:
     async def oldest_pending(self) -> list[tuple[str, datetime]]:
         return await self._run(
             lambda conn, _clock: stats.oldest_pending_by_channel(conn), read_only=True
+        )
+
+    # -- admin UI -------------------------------------------------------------------------
+
+    async def channel_health(
+        self, *, now: datetime | None = None
+    ) -> dict[int, dashboard.ChannelHealth]:
+        """Per channel id: last success, failed attempts in the last hour, open rows, oldest."""
+        return await self._run(dashboard.channel_health, now=now, read_only=True)
+
+    async def state_counts(self) -> dict[str, int]:
+        return await self._run(lambda conn, _clock: dashboard.state_counts(conn), read_only=True)
+
+    async def hourly_attempts(
+        self, hours: int = 24, *, now: datetime | None = None
+    ) -> list[dashboard.HourBucket]:
+        """Delivered and failed attempts per hour over the last `hours`, oldest first."""
+        return await self._run(dashboard.hourly_attempts, hours, now=now, read_only=True)
+
+    async def failed_ids(self, query: DeliveryQuery, limit: int) -> tuple[list[int], int]:
+        """The failed rows a history filter matches (at most `limit`, oldest first), and the
+        total: what a bulk resend would requeue."""
+        return await self._run(
+            lambda conn, _clock: dashboard.failed_ids(conn, query, limit), read_only=True
         )

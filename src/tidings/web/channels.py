@@ -1,0 +1,175 @@
+"""Channel pages: the list with health, the create and edit forms per kind, enable / disable,
+and "send test" with the classified outcome."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, Response
+
+from tidings.core.errors import NotFound, TidingsError
+from tidings.core.model import Channel
+from tidings.core.outcome import Delivered, attempt_status
+from tidings.service import Service
+from tidings.store.tokens import TokenInfo
+from tidings.web import channel_form
+from tidings.web.forms import Form
+from tidings.web.history import MAX_ID
+from tidings.web.pages import PREFIX, redirect, render
+from tidings.web.session import Admin, ServiceDep
+
+router = APIRouter()
+
+
+@router.get("/channels", response_class=HTMLResponse)
+async def channel_list(request: Request, admin: Admin, service: ServiceDep) -> Response:
+    channels = await service.hub.channels.list()
+    return render(
+        request,
+        "channels.html",
+        admin=admin,
+        section="channels",
+        channels=channels,
+        health=await service.hub.store.channel_health(),
+        kinds=service.registry.kinds(),
+        notice=_notice(request.query_params.get("notice", ""), channels),
+    )
+
+
+NOTICES = {
+    "created": "Channel {} created.",
+    "saved": "Channel {} saved.",
+    "enabled": "Channel {} enabled.",
+    "disabled": "Channel {} disabled; its pending deliveries were skipped.",
+}
+
+
+def _notice(raw: str, channels: list[Channel]) -> str:
+    """A fixed sentence per action (the query string only picks which one, and the channel)."""
+    action, _, ident = raw.partition(":")
+    names = {str(c.id): c.name for c in channels}
+    if action not in NOTICES or ident not in names:
+        return ""
+    return NOTICES[action].format(repr(names[ident]))
+
+
+@router.get("/channels/new", response_class=HTMLResponse)
+async def new_channel(request: Request, admin: Admin, service: ServiceDep) -> Response:
+    kinds = service.registry.kinds()
+    kind = request.query_params.get("kind", "")
+    kind = kind if kind in kinds else ("webhook" if "webhook" in kinds else kinds[0])
+    values = {"mode": "realtime", "enabled": "1"}
+    return _form(request, admin, service, kind, None, values)
+
+
+@router.post("/channels/new", response_class=HTMLResponse)
+async def create_channel(request: Request, admin: Admin, service: ServiceDep) -> Response:
+    form = (await Form.read(request)).as_dict()
+    kind = form.get("kind", "")
+    secrets = _secrets(service, kind)
+    try:
+        fields = channel_form.spec_from_form(kind, form, secrets, None)
+        fields["kind"] = kind
+        fields["enabled"] = form.get("enabled") == "1"
+        channel = await service.create_channel(fields)
+    except TidingsError as error:
+        return _form(request, admin, service, kind, None, form, error.message, error.status)
+    return redirect(f"{PREFIX}/channels?notice=created:{channel.id}")
+
+
+@router.get("/channels/{channel_id:int}/edit", response_class=HTMLResponse)
+async def edit_channel(
+    request: Request, channel_id: int, admin: Admin, service: ServiceDep
+) -> Response:
+    channel = await _channel(service, channel_id)
+    values = channel_form.values_of(channel, _secrets(service, channel.kind))
+    return _form(request, admin, service, channel.kind, channel, values)
+
+
+@router.post("/channels/{channel_id:int}/edit", response_class=HTMLResponse)
+async def update_channel(
+    request: Request, channel_id: int, admin: Admin, service: ServiceDep
+) -> Response:
+    channel = await _channel(service, channel_id)
+    form = (await Form.read(request)).as_dict()
+    secrets = _secrets(service, channel.kind)
+    try:
+        changes = channel_form.spec_from_form(channel.kind, form, secrets, channel)
+        await service.update_channel(channel_id, changes)
+    except TidingsError as error:
+        return _form(request, admin, service, channel.kind, channel, form, error.message, 422)
+    return redirect(f"{PREFIX}/channels?notice=saved:{channel_id}")
+
+
+@router.post("/channels/{channel_id:int}/enable")
+async def enable(channel_id: int, _admin: Admin, service: ServiceDep) -> Response:
+    await _channel(service, channel_id)
+    await service.hub.channels.enable(channel_id)
+    return redirect(f"{PREFIX}/channels?notice=enabled:{channel_id}")
+
+
+@router.post("/channels/{channel_id:int}/disable")
+async def disable(channel_id: int, admin: Admin, service: ServiceDep) -> Response:
+    """Its pending deliveries become skipped (C7)."""
+    await _channel(service, channel_id)
+    await service.hub.channels.disable(channel_id, f"disabled in the admin UI by {admin.name}")
+    return redirect(f"{PREFIX}/channels?notice=disabled:{channel_id}")
+
+
+@router.post("/channels/{channel_id:int}/test", response_class=HTMLResponse)
+async def send_test(
+    request: Request, channel_id: int, admin: Admin, service: ServiceDep
+) -> Response:
+    channel = await _channel(service, channel_id)
+    outcome = await service.test_channel(channel_id)
+    return render(
+        request,
+        "channel_test.html",
+        admin=admin,
+        section="channels",
+        channel=channel,
+        status=attempt_status(outcome).value,
+        error=None if isinstance(outcome, Delivered) else outcome.error,
+        provider_response=outcome.provider_response,
+    )
+
+
+async def _channel(service: Service, channel_id: int) -> Channel:
+    if channel_id > MAX_ID:
+        raise NotFound("channel", channel_id)
+    return await service.hub.channels.get(channel_id)
+
+
+def _secrets(service: Service, kind: str) -> tuple[str, ...]:
+    return service.registry.get(kind).secret_fields if kind in service.registry else ()
+
+
+def _form(
+    request: Request,
+    admin: TokenInfo,
+    service: Service,
+    kind: str,
+    channel: Channel | None,
+    values: dict[str, Any],
+    error: str | None = None,
+    status: int = 200,
+) -> Response:
+    secrets = _secrets(service, kind)
+    return render(
+        request,
+        "channel_form.html",
+        status,
+        admin=admin,
+        section="channels",
+        kind=kind,
+        kinds=service.registry.kinds(),
+        channel=channel,
+        config_fields=channel_form.fields_for(kind),
+        secrets=secrets,
+        placeholders=channel_form.placeholders(channel, secrets),
+        values={k: v for k, v in values.items() if k not in secrets},
+        modes=channel_form.MODES,
+        severities=channel_form.SEVERITIES,
+        error=error,
+    )

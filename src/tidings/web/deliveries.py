@@ -1,0 +1,130 @@
+"""Delivery pages: the history list with filters and live refresh, one delivery with its
+event, rendered message and attempts, and resend (M1)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, Response
+
+from tidings.channels.base import Target
+from tidings.core.errors import Conflict, NotFound
+from tidings.core.model import DeliveryDetail, Event
+from tidings.core.states import RESENDABLE
+from tidings.service import Service
+from tidings.web.forms import Form
+from tidings.web.history import MAX_ID, page_number, read_filters
+from tidings.web.pages import PREFIX, redirect, render
+from tidings.web.session import Admin, ServiceDep
+
+router = APIRouter()
+RESENDABLE_STATES = frozenset(s.value for s in RESENDABLE)
+
+
+@router.get("/deliveries", response_class=HTMLResponse)
+async def history(request: Request, admin: Admin, service: ServiceDep) -> Response:
+    filters = read_filters(request.query_params)
+    q = request.query_params
+    result = await service.deliveries(
+        filters.query, page_number(q.get("page")), page_number(q.get("page_size"))
+    )
+    pages = max(1, -(-result.total // result.page_size))
+    context: dict[str, Any] = {
+        "admin": admin,
+        "section": "deliveries",
+        "result": result,
+        "pages": pages,
+        "filters": filters,
+        "channels": await service.hub.channels.list(),
+        "resendable": RESENDABLE_STATES,
+        "request_id": uuid.uuid4().hex,
+        "here": str(request.url.path) + (f"?{request.url.query}" if request.url.query else ""),
+    }
+    template = "deliveries_live.html" if q.get("partial") else "deliveries.html"
+    return render(request, template, **context)
+
+
+@router.get("/deliveries/{delivery_id:int}", response_class=HTMLResponse)
+async def delivery(
+    request: Request, delivery_id: int, admin: Admin, service: ServiceDep
+) -> Response:
+    detail = await _detail(service, delivery_id)
+    if request.query_params.get("partial"):
+        return render(request, "delivery_live.html", **_live_context(detail))
+    return await _detail_page(request, admin, service, detail)
+
+
+@router.post("/deliveries/{delivery_id:int}/resend", response_class=HTMLResponse)
+async def resend(request: Request, delivery_id: int, admin: Admin, service: ServiceDep) -> Response:
+    form = await Form.read(request)
+    request_id = form.get("request_id")[:200] or None
+    try:
+        result = await service.resend(delivery_id, f"ui:{admin.name}", request_id)
+    except Conflict as error:
+        detail = await _detail(service, delivery_id)
+        return await _detail_page(request, admin, service, detail, error=error.message, status=409)
+    outcome = "requeued" if result.requeued else "already"
+    return redirect(f"{PREFIX}/deliveries/{delivery_id}?resent={outcome}")
+
+
+async def _detail(service: Service, delivery_id: int) -> DeliveryDetail:
+    if delivery_id > MAX_ID:
+        raise NotFound("delivery", delivery_id)
+    return await service.delivery(delivery_id)
+
+
+def _live_context(detail: DeliveryDetail) -> dict[str, Any]:
+    return {
+        "view": detail.view,
+        "d": detail.view.delivery,
+        "attempts": detail.attempts_log,
+        "resendable": RESENDABLE_STATES,
+        "request_id": uuid.uuid4().hex,
+    }
+
+
+async def _detail_page(
+    request: Request,
+    admin: Any,
+    service: Service,
+    detail: DeliveryDetail,
+    *,
+    error: str | None = None,
+    status: int = 200,
+) -> Response:
+    event = (await service.event(detail.view.delivery.event_id)).event
+    return render(
+        request,
+        "delivery.html",
+        status,
+        admin=admin,
+        section="deliveries",
+        event=event,
+        event_data=json.dumps(event.data, indent=2, ensure_ascii=False, sort_keys=True),
+        rendered=await rendered_message(service, detail, event),
+        resent=request.query_params.get("resent", ""),
+        error=error,
+        **_live_context(detail),
+    )
+
+
+async def rendered_message(service: Service, detail: DeliveryDetail, event: Event) -> str:
+    """The message as the channel's adapter renders this event now (templates may have
+    changed since it was sent); a render problem is shown, not raised."""
+    view = detail.view
+    try:
+        channel = await service.hub.channels.get(view.delivery.channel_id)
+        adapter = service.registry.get(channel.kind)
+        message = adapter.render(channel, Target((view.delivery.id,)), [event])
+    except Exception as error:
+        return f"(this message cannot be rendered now: {error})"
+    if message.text:
+        return message.text
+    text = message.payload.decode(errors="replace")
+    try:
+        return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+    except ValueError:
+        return text

@@ -1,0 +1,80 @@
+"""The history filters (M2) as the UI reads them from a query string, and back into links."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from starlette.datastructures import QueryParams
+
+from tidings.core.model import DeliveryQuery
+from tidings.core.states import State
+
+#: Largest id a path or filter may name (a bigint); anything larger is simply not found.
+MAX_ID = 2**63 - 1
+FILTER_KEYS = ("channel", "state", "kind", "since", "until")
+
+
+@dataclass(frozen=True)
+class Filters:
+    #: The filter values as given (valid ones only), to rebuild links and refill the form.
+    params: dict[str, str]
+    query: DeliveryQuery
+    errors: list[str] = field(default_factory=list)
+
+
+def read_filters(source: QueryParams | dict[str, str]) -> Filters:
+    params: dict[str, str] = {}
+    errors: list[str] = []
+    values = {key: str(source.get(key) or "").strip() for key in FILTER_KEYS}
+    channel_id = _whole(values["channel"])
+    if values["channel"] and channel_id is None:
+        errors.append("channel: not a channel id")
+    state = values["state"] if values["state"] in {s.value for s in State} else None
+    if values["state"] and state is None:
+        errors.append(f"state: one of {', '.join(s.value for s in State)}")
+    kind = values["kind"][:200] or None
+    since, until = _time(values["since"]), _time(values["until"])
+    for key, parsed in (("since", since), ("until", until)):
+        if values[key] and parsed is None:
+            errors.append(f"{key}: not a date and time (YYYY-MM-DDTHH:MM, UTC)")
+    query = DeliveryQuery(
+        channel_id=channel_id,
+        state=State(state) if state else None,
+        event_kind=kind,
+        since=since,
+        until=until,
+    )
+    for key, ok in (
+        ("channel", channel_id is not None),
+        ("state", state is not None),
+        ("kind", kind is not None),
+        ("since", since is not None),
+        ("until", until is not None),
+    ):
+        if ok:
+            params[key] = values[key]
+    return Filters(params, query, errors)
+
+
+def page_number(value: str | None) -> int | None:
+    number = _whole(value or "")
+    return min(number, 2**31) if number is not None else None
+
+
+def _whole(value: str) -> int | None:
+    if not value.isdigit():
+        return None
+    number = int(value)
+    return number if 1 <= number <= MAX_ID else None
+
+
+def _time(value: str) -> datetime | None:
+    """`datetime-local` input (read as UTC) or RFC 3339."""
+    if not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)

@@ -1,0 +1,183 @@
+"""Every page on an empty and a populated database; history filters, paging, resend, bulk
+resend; and escaping of whatever events and providers send."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.web import data
+from tests.web.conftest import Ui
+from tidings.core.model import DeliveryQuery
+from tidings.core.states import State
+
+XSS = "<script>alert(1)</script>"
+PAGES = ["/ui/", "/ui/deliveries", "/ui/channels", "/ui/inbox", "/ui/channels/new"]
+
+
+@pytest.mark.parametrize("path", PAGES)
+async def test_pages_render_on_an_empty_database(logged_in: Ui, path: str) -> None:
+    response = await logged_in.client.get(path)
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/html")
+    assert "<script>" not in response.text.replace('<script src="/ui/static/app.js" defer>', "")
+
+
+async def test_the_form_of_every_kind_renders(logged_in: Ui) -> None:
+    for kind in logged_in.service.registry.kinds():
+        response = await logged_in.client.get("/ui/channels/new", params={"kind": kind})
+        assert response.status_code == 200, kind
+        assert f'name="kind" value="{kind}"' in response.text
+
+
+async def populate(ui: Ui) -> dict[str, int]:
+    hub = ui.service.hub
+    failing = await data.webhook(hub, "pager-hook")
+    working = await data.webhook(hub, "chat-hook")
+    await hub.channels.create(name="inbox", kind="inbox")
+    await data.publish(hub, "api latency high", kind="monitor.down", n=3)
+    await data.publish(hub, "new finding", kind="finding.created", n=2)
+    failed = await data.settle(hub, failing, fail=True)
+    sent = await data.settle(hub, working, fail=False)
+    return {"failing": failing.id, "working": working.id, "failed": failed, "sent": sent}
+
+
+@pytest.mark.parametrize("path", PAGES)
+async def test_pages_render_on_a_populated_database(logged_in: Ui, path: str) -> None:
+    await populate(logged_in)
+    response = await logged_in.client.get(path)
+    assert response.status_code == 200
+
+
+async def test_dashboard_counts_and_channel_health(logged_in: Ui) -> None:
+    await populate(logged_in)
+    page = (await logged_in.client.get("/ui/")).text
+    assert re.search(r'tile-count">5<.*?tile-label">sent', page, re.S)
+    assert re.search(r'tile-count">5<.*?tile-label">failed', page, re.S)
+    assert re.search(r'tile-count">5<.*?tile-label">pending', page, re.S)  # the inbox's
+    assert "<svg" in page
+    assert "<rect" in page
+    assert "style=" not in page
+    health = await logged_in.service.hub.store.channel_health()
+    channels = {c.name: c.id for c in await logged_in.service.hub.channels.list()}
+    assert health[channels["pager-hook"]].failures_last_hour == 5
+    assert health[channels["chat-hook"]].last_success_at is not None
+    assert health[channels["inbox"]].pending == 5
+    assert health[channels["inbox"]].oldest_pending_at is not None
+    buckets = await logged_in.service.hub.store.hourly_attempts(24)
+    assert len(buckets) == 24
+    assert (buckets[-1].sent, buckets[-1].failed) == (5, 5)
+
+
+def ids_in(html: str) -> list[int]:
+    return [int(i) for i in re.findall(r'<tr class="state-\w+" data-id="(\d+)"', html)]
+
+
+async def test_history_filters_and_pages(logged_in: Ui) -> None:
+    ids = await populate(logged_in)
+    client = logged_in.client
+    everything = ids_in((await client.get("/ui/deliveries")).text)
+    assert len(everything) == 15
+    assert everything == sorted(everything, reverse=True)
+    failed = ids_in((await client.get("/ui/deliveries", params={"state": "failed"})).text)
+    assert len(failed) == 5
+    one_channel = await client.get(
+        "/ui/deliveries", params={"channel": ids["failing"], "kind": "finding.created"}
+    )
+    assert len(ids_in(one_channel.text)) == 2
+    future = await client.get("/ui/deliveries", params={"since": "2999-01-01T00:00"})
+    assert ids_in(future.text) == []
+    assert "No deliveries match" in future.text
+    past = await client.get("/ui/deliveries", params={"until": "2000-01-01T00:00"})
+    assert ids_in(past.text) == []
+    first = await client.get("/ui/deliveries", params={"page_size": 4})
+    second = await client.get("/ui/deliveries", params={"page_size": 4, "page": 2})
+    assert ids_in(first.text) == everything[:4]
+    assert ids_in(second.text) == everything[4:8]
+    assert "page 1 of 4" in first.text
+    assert 'rel="next"' in first.text
+    bad = await client.get("/ui/deliveries", params={"state": "bogus", "since": "soon"})
+    assert bad.status_code == 200
+    assert len(ids_in(bad.text)) == 15
+    assert "Ignored filter" in bad.text
+
+
+async def test_the_live_partial_carries_only_the_live_regions(logged_in: Ui) -> None:
+    await populate(logged_in)
+    partial = await logged_in.client.get("/ui/deliveries", params={"partial": 1, "state": "sent"})
+    assert 'id="rows" data-live' in partial.text
+    assert "<header" not in partial.text
+    assert len(ids_in(partial.text)) == 5
+
+
+async def test_detail_shows_the_event_message_and_attempts(logged_in: Ui) -> None:
+    await populate(logged_in)
+    hub = logged_in.service.hub
+    row = (await hub.deliveries()).items[-1]
+    assert row.delivery.state == State.FAILED
+    page = await logged_in.client.get(f"/ui/deliveries/{row.delivery.id}")
+    assert page.status_code == 200
+    assert "api latency high" in page.text
+    assert "upstream exploded" in page.text  # the provider response of the attempt
+    assert "37 ms" in page.text
+    assert "&#34;type&#34;: &#34;event&#34;" in page.text  # the webhook body, rendered
+    assert 'id="resend"' in page.text
+
+
+async def test_resend_from_the_detail_page(logged_in: Ui) -> None:
+    await populate(logged_in)
+    hub = logged_in.service.hub
+    failed = (await hub.deliveries()).items[-1].delivery
+    path = f"/ui/deliveries/{failed.id}/resend"
+    response = await logged_in.post(path, {"request_id": "req-1"})
+    assert response.status_code == 303
+    assert response.headers["location"] == f"/ui/deliveries/{failed.id}?resent=requeued"
+    after = (await hub.delivery(failed.id)).view.delivery
+    assert after.state == State.PENDING
+    assert after.attempts == 0
+    page = await logged_in.client.get(response.headers["location"])
+    assert "Resent: the delivery is pending again" in page.text
+    again = await logged_in.post(path, {"request_id": "req-1"})
+    assert again.headers["location"].endswith("resent=already")
+    refused = await logged_in.post(path, {"request_id": "req-2"})
+    assert refused.status_code == 409
+    assert "alert-error" in refused.text
+
+
+async def test_bulk_resend_previews_the_count_then_requeues(logged_in: Ui) -> None:
+    ids = await populate(logged_in)
+    client = logged_in.client
+    preview = await client.get(
+        "/ui/deliveries/resend-failed", params={"channel": ids["failing"], "kind": "monitor.down"}
+    )
+    assert 'data-count="3"' in preview.text
+    batch_id = re.search(r'name="batch_id" value="(\w+)"', preview.text)
+    assert batch_id is not None
+    form = {"channel": str(ids["failing"]), "kind": "monitor.down", "batch_id": batch_id[1]}
+    done = await logged_in.post("/ui/deliveries/resend-failed", form)
+    assert 'data-requeued="3"' in done.text
+    hub = logged_in.service.hub
+    page = await hub.deliveries(DeliveryQuery(channel_id=ids["failing"]))
+    states = sorted(v.delivery.state.value for v in page.items)
+    assert states == ["failed", "failed", "pending", "pending", "pending"]
+    empty = await client.get("/ui/deliveries/resend-failed", params={"kind": "monitor.down"})
+    assert 'data-count="0"' in empty.text
+
+
+async def test_script_titles_are_escaped_everywhere(logged_in: Ui) -> None:
+    hub = logged_in.service.hub
+    inbox = await hub.channels.create(name="inbox", kind="inbox")
+    hook = await data.webhook(hub, f"hook-{XSS}")
+    await hub.publish(
+        kind="finding.created", subject='x"><img src=x onerror=alert(1)>', title=XSS, body=XSS
+    )
+    await data.settle(hub, hook, fail=True, error=XSS)
+    await hub.store.inbox_put(inbox.id, "m1", None, [1], XSS, XSS)
+    pages = ["/ui/deliveries", "/ui/channels", "/ui/inbox", "/ui/deliveries/1", "/ui/deliveries/2"]
+    for path in pages:
+        html = (await logged_in.client.get(path)).text
+        assert "<script>alert" not in html, path
+        assert "<img src=x" not in html, path
+    detail = (await logged_in.client.get("/ui/deliveries/2")).text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in detail
