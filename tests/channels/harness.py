@@ -16,7 +16,7 @@ from typing import Any
 
 from tidings.channels.base import Adapter, Message, SendContext, Target
 from tidings.channels.http import HttpClient
-from tidings.channels.netguard import parse_networks
+from tidings.channels.netguard import Network, parse_networks
 from tidings.core.model import Channel, Event, Severity
 from tidings.core.outcome import Outcome
 from tidings.core.states import Mode
@@ -88,9 +88,15 @@ def event(i: int = 1, **fields: Any) -> Event:
     return Event(**values)
 
 
-async def send_one(adapter: Adapter, ch: Channel, message: Message | None = None) -> Outcome:
+async def send_one(
+    adapter: Adapter,
+    ch: Channel,
+    message: Message | None = None,
+    *,
+    allowed: Sequence[Network] = LOOPBACK,
+) -> Outcome:
     message = message or adapter.render(ch, Target((1,)), [event()])
-    async with HttpClient(allowed_networks=LOOPBACK) as http:
+    async with HttpClient(allowed_networks=allowed) as http:
         ctx = SendContext(http=http, store=_NoStore(), attempt_at=datetime.now(UTC))
         return await adapter.send(ctx, ch, message)
 

@@ -66,6 +66,11 @@ class HttpClient:
         self._user_agent = user_agent
         self._session: aiohttp.ClientSession | None = None
 
+    @property
+    def allowed_networks(self) -> tuple[Network, ...]:
+        """The private networks this dispatcher may reach (SMTP hosts honour them too)."""
+        return self._allowed
+
     async def start(self) -> None:
         if self._session is not None:
             return

@@ -9,13 +9,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 from importlib.metadata import entry_points
 
+from tidings.channels.apprise import AppriseAdapter
 from tidings.channels.base import Adapter
 from tidings.channels.dingtalk import DingtalkAdapter
 from tidings.channels.discord import DiscordAdapter
+from tidings.channels.email import EmailAdapter
 from tidings.channels.feishu import FeishuAdapter
 from tidings.channels.inbox import InboxAdapter
 from tidings.channels.slack import SlackAdapter
 from tidings.channels.teams import TeamsAdapter
+from tidings.channels.telegram import TelegramAdapter
 from tidings.channels.webhook import WebhookAdapter
 from tidings.channels.wecom import WecomAdapter
 from tidings.core.errors import ConfigError, ValidationError
@@ -33,6 +36,9 @@ def builtin_adapters() -> list[Adapter]:
         WecomAdapter(),
         DingtalkAdapter(),
         FeishuAdapter(),
+        TelegramAdapter(),
+        EmailAdapter(),
+        AppriseAdapter(),
     ]
 
 
