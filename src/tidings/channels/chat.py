@@ -91,38 +91,49 @@ class ChatAdapter(Adapter):
     def headers(self, channel: Channel, message: Message, now: datetime) -> dict[str, str]:
         return {"content-type": "application/json; charset=utf-8"}
 
+    def body(self, channel: Channel, message: Message, now: datetime) -> bytes:
+        """What is POSTed; kinds that sign inside the body (Feishu) override this."""
+        return message.payload
+
     def classify_ok(self, response: HttpResponse, now: datetime) -> Outcome:
         """A 2xx answer; vendors that report errors inside a 200 override this."""
         return Delivered(provider_response=response.text)
 
+    def classify_response(self, response: HttpResponse, now: datetime) -> Outcome:
+        """Every answer: 2xx by `classify_ok`, the rest by the shared status rules. Vendors
+        that put the decisive code in a non-2xx body (Slack, Discord) override this."""
+        if 200 <= response.status < 300:
+            return self.classify_ok(response, now)
+        return classify(response, now)
+
     async def send(self, ctx: SendContext, channel: Channel, message: Message) -> Outcome:
+        now = ctx.attempt_at
         try:
             response = await ctx.http.post(
-                self.url(channel, ctx.attempt_at),
-                body=message.payload,
-                headers=self.headers(channel, message, ctx.attempt_at),
+                self.url(channel, now),
+                body=self.body(channel, message, now),
+                headers=self.headers(channel, message, now),
                 timeout_s=channel.timeout_s,
             )
         except Exception as error:  # translated at the boundary into an outcome
             outcome = outcome_for_exception(error)
         else:
-            if 200 <= response.status < 300:
-                outcome = self.classify_ok(response, ctx.attempt_at)
-            else:
-                outcome = classify(response, ctx.attempt_at)
+            outcome = self.classify_response(response, now)
         return scrub_secrets(outcome, self.secrets_of(channel))
 
     def secrets_of(self, channel: Channel) -> list[str]:
-        """Every secret string, and the parts of keyed URLs that carry the key."""
-        found: list[str] = []
+        """Every secret string, and the parts of keyed URLs that carry the key: the query,
+        the path, and the path's last segment (Slack's and Discord's token) on its own."""
+        found: set[str] = set()
         for name in self.secret_fields:
             value = channel.config.get(name)
             if not isinstance(value, str) or not value:
                 continue
-            found.append(value)
+            found.add(value)
             if value.startswith(("http://", "https://")):
                 parts = urlsplit(value)
-                found.extend(p for p in (parts.query, parts.path) if len(p) > 8)
+                last = parts.path.rstrip("/").rpartition("/")[2]
+                found.update(p for p in (parts.query, parts.path, last) if len(p) > 8)
         return sorted(found, key=len, reverse=True)
 
 

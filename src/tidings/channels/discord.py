@@ -17,15 +17,14 @@ from datetime import datetime
 from typing import Any, ClassVar, Final
 from urllib.parse import urlsplit, urlunsplit
 
-from tidings.channels.base import Limits, Message, SendContext
-from tidings.channels.chat import ChatAdapter, scrub_secrets
+from tidings.channels.base import Limits
+from tidings.channels.chat import ChatAdapter
 from tidings.channels.http import (
     MAX_ERROR_CHARS,
     HttpResponse,
     StatusRule,
     classify,
     header,
-    outcome_for_exception,
     rule_for,
 )
 from tidings.core.errors import ValidationError
@@ -101,28 +100,8 @@ class DiscordAdapter(ChatAdapter):
         message it did not save [DC-1]. Other query parameters (`thread_id`) are kept."""
         return with_wait(str(channel.config[self.url_field]))
 
-    def secrets_of(self, channel: Channel) -> list[str]:
-        """Also the token (the URL's last path segment), should an answer quote it alone."""
-        found = super().secrets_of(channel)
-        path = urlsplit(str(channel.config.get(self.url_field, ""))).path.rstrip("/")
-        token = path.rpartition("/")[2]
-        if len(token) > 8:
-            found.append(token)
-        return sorted(set(found), key=len, reverse=True)
-
-    async def send(self, ctx: SendContext, channel: Channel, message: Message) -> Outcome:
-        try:
-            response = await ctx.http.post(
-                self.url(channel, ctx.attempt_at),
-                body=message.payload,
-                headers=self.headers(channel, message, ctx.attempt_at),
-                timeout_s=channel.timeout_s,
-            )
-        except Exception as error:  # translated at the boundary into an outcome
-            outcome = outcome_for_exception(error)
-        else:
-            outcome = classify_answer(response, ctx.attempt_at)
-        return scrub_secrets(outcome, self.secrets_of(channel))
+    def classify_response(self, response: HttpResponse, now: datetime) -> Outcome:
+        return classify_answer(response, now)
 
 
 def with_wait(url: str) -> str:

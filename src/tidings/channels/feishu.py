@@ -20,14 +20,13 @@ from datetime import datetime
 from typing import Any, ClassVar, Final
 from urllib.parse import urlsplit
 
-from tidings.channels.base import Limits, Message, SendContext, Target
-from tidings.channels.chat import ChatAdapter, scrub_secrets
+from tidings.channels.base import Limits, Message, Target
+from tidings.channels.chat import ChatAdapter
 from tidings.channels.http import (
     MAX_ERROR_CHARS,
     HttpResponse,
     StatusRule,
     classify,
-    outcome_for_exception,
 )
 from tidings.core.errors import ValidationError
 from tidings.core.model import Channel, Event
@@ -153,21 +152,6 @@ class FeishuAdapter(ChatAdapter):
         timestamp_s = int(now.timestamp())
         fields = {"timestamp": str(timestamp_s), "sign": sign(str(secret), timestamp_s)}
         return _with_signature(message.payload, fields)
-
-    async def send(self, ctx: SendContext, channel: Channel, message: Message) -> Outcome:
-        now = ctx.attempt_at
-        try:
-            response = await ctx.http.post(
-                self.url(channel, now),
-                body=self.body(channel, message, now),
-                headers=self.headers(channel, message, now),
-                timeout_s=channel.timeout_s,
-            )
-        except Exception as error:  # translated at the boundary into an outcome
-            outcome = outcome_for_exception(error)
-        else:
-            outcome = self.classify_response(response, now)
-        return scrub_secrets(outcome, self.secrets_of(channel))
 
     def classify_response(self, response: HttpResponse, now: datetime) -> Outcome:
         """2xx by its `code`; a 4xx carrying a known code (9499 may come with 400) by the code

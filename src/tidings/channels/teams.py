@@ -17,15 +17,14 @@ from datetime import datetime
 from typing import Any, ClassVar, Final
 from urllib.parse import parse_qs, urlsplit
 
-from tidings.channels.base import Limits, Message, SendContext, Target
-from tidings.channels.chat import ChatAdapter, scrub_secrets
+from tidings.channels.base import Limits, Message, Target
+from tidings.channels.chat import ChatAdapter
 from tidings.channels.http import (
     MAX_ERROR_CHARS,
     HttpResponse,
     StatusRule,
     classify,
     header,
-    outcome_for_exception,
     rule_for,
 )
 from tidings.core.errors import ValidationError
@@ -152,19 +151,8 @@ class TeamsAdapter(ChatAdapter):
         found.extend(sig for sig in query.get("sig", []) if len(sig) > 8)
         return sorted(set(found), key=len, reverse=True)
 
-    async def send(self, ctx: SendContext, channel: Channel, message: Message) -> Outcome:
-        try:
-            response = await ctx.http.post(
-                self.url(channel, ctx.attempt_at),
-                body=message.payload,
-                headers=self.headers(channel, message, ctx.attempt_at),
-                timeout_s=channel.timeout_s,
-            )
-        except Exception as error:  # translated at the boundary into an outcome
-            outcome = outcome_for_exception(error)
-        else:
-            outcome = classify_answer(response, ctx.attempt_at)
-        return scrub_secrets(outcome, self.secrets_of(channel))
+    def classify_response(self, response: HttpResponse, now: datetime) -> Outcome:
+        return classify_answer(response, now)
 
 
 def classify_answer(response: HttpResponse, now: datetime) -> Outcome:
