@@ -1,0 +1,1 @@
+"""Benchmarks for tidings: `python -m bench` (full) or `python -m bench --quick`."""
