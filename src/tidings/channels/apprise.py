@@ -3,7 +3,7 @@
 Owns loading Apprise lazily (the kind is registered without it and then refuses configs with the
 install hint), the limits of the configured services, the address check of user-chosen hosts,
 and mapping Apprise's answer to an outcome. Imports apprise (lazily), tidings.channels (base,
-chat, email, http, netguard), tidings.core and tidings.render.
+chat, http, netguard), tidings.core and tidings.render.
 
 What the mapping can and cannot tell, plainly:
 - Apprise does not say whether a failure is worth retrying, nor pass on a provider's rate limit
@@ -39,7 +39,6 @@ from urllib.parse import urlsplit
 
 from tidings.channels.base import Adapter, Limits, Message, SendContext, Target
 from tidings.channels.chat import scrub_secrets
-from tidings.channels.email import allowed_networks
 from tidings.channels.http import MAX_ERROR_CHARS, outcome_for_exception, scrub
 from tidings.channels.netguard import BlockedAddress, Network, is_allowed
 from tidings.core.errors import ValidationError
@@ -177,7 +176,7 @@ class AppriseAdapter(Adapter):
         timeout_s = channel.timeout_s
         try:
             services = await asyncio.to_thread(_services, module, urls, timeout_s)
-            await _check_hosts(services, allowed_networks(ctx))
+            await _check_hosts(services, ctx.http.allowed_networks)
             result = await asyncio.wait_for(
                 asyncio.to_thread(_notify, module, services, document, timeout_s),
                 timeout=timeout_s + 1.0,

@@ -12,6 +12,7 @@ the count is a safe upper bound). Text it cannot tokenize is counted whole, also
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections.abc import Mapping
@@ -124,13 +125,20 @@ class TelegramAdapter(ChatAdapter):
         return f"{base}/bot{channel.config['bot_token']}/sendMessage"
 
     async def send(self, ctx: SendContext, channel: Channel, message: Message) -> Outcome:
-        answer = await self._post(ctx, channel, message.payload)
+        started = asyncio.get_running_loop().time()
+        answer = await self._post(ctx, channel, message.payload, channel.timeout_s)
         if isinstance(answer, Migrated):
-            answer = await self._follow(ctx, channel, message, answer.chat_id)
+            left = channel.timeout_s - (asyncio.get_running_loop().time() - started)
+            answer = await self._follow(ctx, channel, message, answer.chat_id, max(left, 1.0))
         return scrub_secrets(answer, self.secrets_of(channel))
 
     async def _follow(
-        self, ctx: SendContext, channel: Channel, message: Message, new_chat: int | str
+        self,
+        ctx: SendContext,
+        channel: Channel,
+        message: Message,
+        new_chat: int | str,
+        timeout_s: float,
     ) -> Outcome:
         """The group became a supergroup: remember its new id and resend once, to it."""
         note = f"chat {channel.config.get('chat_id')} migrated to {new_chat}"
@@ -141,20 +149,22 @@ class TelegramAdapter(ChatAdapter):
         document = json.loads(message.payload)
         document["chat_id"] = new_chat
         body = json.dumps(document, ensure_ascii=False).encode()
-        again = await self._post(ctx, channel, body)
+        again = await self._post(ctx, channel, body, timeout_s)  # within the same attempt
         if isinstance(again, Migrated):
             return Reject(Reason.INVALID_TARGET, f"{note}, which migrated again to {again.chat_id}")
         if isinstance(again, Delivered):
             return Delivered(provider_response=f"{note}; {again.provider_response or ''}")
         return again
 
-    async def _post(self, ctx: SendContext, channel: Channel, body: bytes) -> Outcome | Migrated:
+    async def _post(
+        self, ctx: SendContext, channel: Channel, body: bytes, timeout_s: float
+    ) -> Outcome | Migrated:
         try:
             response = await ctx.http.post(
                 self.url(channel),
                 body=body,
                 headers={"content-type": "application/json; charset=utf-8"},
-                timeout_s=channel.timeout_s,
+                timeout_s=timeout_s,
             )
         except Exception as error:  # translated at the boundary into an outcome
             return outcome_for_exception(error)
