@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
@@ -137,6 +137,26 @@ class ChatAdapter(Adapter):
         return sorted(found, key=len, reverse=True)
 
 
+def fit_body(encode: Callable[[str], bytes], text: str, limit: int | None) -> tuple[str, bytes]:
+    """The longest start of `text` (the cut marked) whose `encode` fits in `limit` bytes.
+
+    JSON escaping makes the body grow unevenly with the text (quotes, backslashes and
+    newlines double), so the cut is found by bisecting the text's byte budget.
+    """
+    body = encode(text)
+    if limit is None or len(body) <= limit:
+        return text, body
+    low, high = 0, len(text.encode())
+    while low < high:
+        middle = (low + high + 1) // 2
+        if len(encode(truncate_utf8(text, middle))) <= limit:
+            low = middle
+        else:
+            high = middle - 1
+    text = truncate_utf8(text, low)
+    return text, encode(text)
+
+
 def scrub_secrets(outcome: Outcome, secrets: Sequence[str]) -> Outcome:
     """No secret reaches an error, an attempt row or a log: replace each with its mask."""
     changes: dict[str, Any] = {}
@@ -151,4 +171,4 @@ def scrub_secrets(outcome: Outcome, secrets: Sequence[str]) -> Outcome:
     return dataclasses.replace(outcome, **changes) if changes else outcome
 
 
-__all__ = ["ChatAdapter", "RenderError", "scrub_secrets"]
+__all__ = ["ChatAdapter", "RenderError", "fit_body", "scrub_secrets"]

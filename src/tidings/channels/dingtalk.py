@@ -13,19 +13,19 @@ import hashlib
 import hmac
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, ClassVar, Final
 from urllib.parse import parse_qs, quote, urlsplit
 
 from tidings.channels.base import Limits, Message, SendContext, Target
-from tidings.channels.chat import ChatAdapter
+from tidings.channels.chat import ChatAdapter, fit_body
 from tidings.channels.http import MAX_ERROR_CHARS, HttpResponse, StatusRule
 from tidings.core.errors import ValidationError
 from tidings.core.model import Channel, Event
 from tidings.core.outcome import Delivered, Outcome, RateLimited, Reason, Reject, Retry
 from tidings.core.states import AttemptStatus
-from tidings.core.text import truncate_chars, truncate_utf8
+from tidings.core.text import truncate_chars
 from tidings.render import Flavour
 
 #: Observed server limit on the request body as sent (errcode 460101 beyond it); no per-field
@@ -156,26 +156,6 @@ def _encode(document: dict[str, Any]) -> bytes:
     return json.dumps(document, ensure_ascii=False).encode()
 
 
-def fit_body(encode: Callable[[str], bytes], text: str, limit: int | None) -> tuple[str, bytes]:
-    """The longest start of `text` (the cut marked) whose `encode` fits in `limit` bytes.
-
-    JSON escaping makes the body grow unevenly with the text (quotes, backslashes and
-    newlines double), so the cut is found by bisecting the text's byte budget.
-    """
-    body = encode(text)
-    if limit is None or len(body) <= limit:
-        return text, body
-    low, high = 0, len(text.encode())
-    while low < high:
-        middle = (low + high + 1) // 2
-        if len(encode(truncate_utf8(text, middle))) <= limit:
-            low = middle
-        else:
-            high = middle - 1
-    text = truncate_utf8(text, low)
-    return text, encode(text)
-
-
 def classify_errcode(body: str) -> Outcome:
     """A DingTalk answer body: delivered only on `errcode` 0."""
     try:
@@ -202,4 +182,4 @@ def classify_errcode(body: str) -> Outcome:
     return Retry(rule.reason, error, retry_after_s=hint, provider_response=body)
 
 
-__all__ = ["CODES", "MAX_BODY_BYTES", "DingtalkAdapter", "classify_errcode", "fit_body", "sign"]
+__all__ = ["CODES", "MAX_BODY_BYTES", "DingtalkAdapter", "classify_errcode", "sign"]

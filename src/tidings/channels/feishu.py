@@ -15,13 +15,13 @@ import hashlib
 import hmac
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, ClassVar, Final
 from urllib.parse import urlsplit
 
 from tidings.channels.base import Limits, Message, Target
-from tidings.channels.chat import ChatAdapter
+from tidings.channels.chat import ChatAdapter, fit_body
 from tidings.channels.http import (
     MAX_ERROR_CHARS,
     HttpResponse,
@@ -32,7 +32,7 @@ from tidings.core.errors import ValidationError
 from tidings.core.model import Channel, Event
 from tidings.core.outcome import Delivered, Outcome, RateLimited, Reason, Reject, Retry
 from tidings.core.states import AttemptStatus
-from tidings.core.text import truncate_chars, truncate_utf8
+from tidings.core.text import truncate_chars
 from tidings.render import Flavour
 
 #: "Request body ≤ 20 KB": whether KB is 1000 or 1024 bytes is UNCONFIRMED, so the smaller.
@@ -176,26 +176,6 @@ def _with_signature(payload: bytes, fields: Mapping[str, str]) -> bytes:
     return _encode({**json.loads(payload), **fields})
 
 
-def fit_body(encode: Callable[[str], bytes], text: str, limit: int | None) -> tuple[str, bytes]:
-    """The longest start of `text` (the cut marked) whose `encode` fits in `limit` bytes.
-
-    JSON escaping makes the body grow unevenly with the text (quotes, backslashes and
-    newlines double), so the cut is found by bisecting the text's byte budget.
-    """
-    body = encode(text)
-    if limit is None or len(body) <= limit:
-        return text, body
-    low, high = 0, len(text.encode())
-    while low < high:
-        middle = (low + high + 1) // 2
-        if len(encode(truncate_utf8(text, middle))) <= limit:
-            low = middle
-        else:
-            high = middle - 1
-    text = truncate_utf8(text, low)
-    return text, encode(text)
-
-
 def _code(body: str) -> int | None:
     try:
         answer = json.loads(body)
@@ -230,4 +210,4 @@ def classify_code(body: str) -> Outcome:
     return Retry(rule.reason, error, retry_after_s=hint, provider_response=body)
 
 
-__all__ = ["CODES", "MAX_BODY_BYTES", "FeishuAdapter", "classify_code", "fit_body", "sign"]
+__all__ = ["CODES", "MAX_BODY_BYTES", "FeishuAdapter", "classify_code", "sign"]
