@@ -24,6 +24,8 @@ from typing import Any
 import httpx
 import psycopg
 
+from bench.peers.scenario import scenario_peers
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 
@@ -845,6 +847,7 @@ def main(argv: list[str] | None = None) -> int:
                 ("latency", lambda: scenario_latency(pg, sink, counts, tmp)),
                 ("digest", lambda: scenario_digest(pg, sink, counts, tmp)),
                 ("roundtrips", lambda: scenario_roundtrips(pg, sink, counts, tmp)),
+                ("peers", lambda: scenario_peers(pg, sink, counts)),
             ]
             for name, run in scenarios:
                 if only and name not in only:
