@@ -35,6 +35,7 @@ def dispatcher_config(settings: Settings) -> DispatcherConfig:
         lease_s=settings.lease_s,
         poll_interval_s=settings.poll_interval_s,
         concurrency=settings.concurrency,
+        claim_size=settings.claim_size,
         grace_s=settings.grace_s,
         allowed_networks=parse_networks(settings.allowed_private_networks),
     )

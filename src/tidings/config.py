@@ -32,6 +32,8 @@ class Settings(BaseSettings):
     worker_id: str = Field(default_factory=default_worker_id, min_length=1, max_length=200)
     allowed_private_networks: str = ""
     concurrency: int = Field(50, ge=1, le=10_000)
+    #: Rows one realtime claim may lease (never more than the channel's rate budget).
+    claim_size: int = Field(200, ge=1, le=5_000)
     grace_s: float = Field(20.0, ge=0, le=3600)
 
     @field_validator("allowed_private_networks")

@@ -56,6 +56,10 @@ class HttpResponse:
     text: str
 
 
+#: Parsed URLs remembered per client (a URL is a channel's; this bounds a churn of them).
+CHECKED_URLS_MAX = 1024
+
+
 class HttpClient:
     """One keep-alive aiohttp session for a dispatcher, refusing non-public targets."""
 
@@ -65,6 +69,8 @@ class HttpClient:
         self._allowed = tuple(allowed_networks)
         self._user_agent = user_agent
         self._session: aiohttp.ClientSession | None = None
+        # Parsed and address-checked URLs: a channel posts to the same URL over and over.
+        self._checked: dict[str, URL] = {}
 
     @property
     def allowed_networks(self) -> tuple[Network, ...]:
@@ -118,10 +124,15 @@ class HttpClient:
         if not timeout_s > 0:
             # aiohttp reads a zero timeout as "none": a send must never hang past its lease.
             raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
-        target = _target(url)
-        # aiohttp skips the resolver for IP literals, so they are checked here, on the
-        # same parsed URL object aiohttp will use.
-        check_literal_host(target.raw_host or "", self._allowed)
+        target = self._checked.get(url)
+        if target is None:
+            target = _target(url)
+            # aiohttp skips the resolver for IP literals, so they are checked here, on the
+            # same parsed URL object aiohttp will use.
+            check_literal_host(target.raw_host or "", self._allowed)
+            if len(self._checked) >= CHECKED_URLS_MAX:
+                self._checked.clear()
+            self._checked[url] = target
         if self._session is None:
             raise RuntimeError("HttpClient.start() must be awaited before post()")
         try:

@@ -17,6 +17,7 @@ from typing import Annotated, Any
 import typer
 
 from tidings.bootstrap import runtime
+from tidings.cli import heap
 from tidings.config import Settings, load
 from tidings.core.errors import TidingsError
 from tidings.store import Store
@@ -163,6 +164,7 @@ def run_dispatcher(settings: Settings) -> None:
     async def run() -> None:
         async with runtime(settings) as rt:
             dispatcher = rt.dispatcher()
+            heap.settle()
             loop = asyncio.get_running_loop()
             for signum in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(signum, dispatcher.stop)

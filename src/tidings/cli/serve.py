@@ -13,6 +13,7 @@ import uvicorn
 
 from tidings.api import create_app
 from tidings.bootstrap import runtime
+from tidings.cli import heap
 from tidings.cli.app import ConfigOption, DbOption, app, run_async, verbose
 from tidings.config import Settings, load
 from tidings.dispatch.dispatcher import check_lease
@@ -68,6 +69,7 @@ async def _serve(settings: Settings, dispatch: bool = True) -> None:
             )
         )
         dispatcher = rt.dispatcher()
+        heap.settle()
 
         def stop() -> None:
             server.should_exit = True

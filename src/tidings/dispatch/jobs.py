@@ -8,6 +8,7 @@ grace period), the results it has are written and the unsent rows are given back
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -20,6 +21,11 @@ from tidings.dispatch import report, sending
 from tidings.dispatch.report import SendResult
 from tidings.metrics import Metrics
 from tidings.store import Store
+
+#: Claims of one channel sending at once: one sends while the next is claimed and recorded.
+CLAIMS_IN_FLIGHT = 2
+#: How often a draining job sweeps lost leases and expired rows (its first claim always does).
+SWEEP_EVERY_S = 5.0
 
 
 @dataclass
@@ -38,18 +44,45 @@ class JobContext:
 
 
 async def run_realtime(ctx: JobContext, channel: Channel) -> bool:
-    """Drain the channel; True when at least one claim leased rows."""
+    """Drain the channel; True when at least one claim leased rows.
+
+    After a full claim the next is taken while the previous one is still sending (at most
+    `CLAIMS_IN_FLIGHT` at once), so the database round trips of claiming and recording
+    overlap the HTTP sends instead of pausing them.
+    """
     leased = False
-    while not ctx.stopping.is_set():
-        claim = await ctx.store.claim_realtime(
-            channel.id, ctx.claim_size, ctx.lease_s, ctx.worker_id
-        )
-        if claim is None:
-            return leased
-        leased = True
-        if ctx.metrics:
-            ctx.metrics.claimed("realtime", len(claim))
-        await _send_claim(ctx, claim)
+    running: set[asyncio.Task[None]] = set()
+    swept_at: float | None = None
+    try:
+        while not ctx.stopping.is_set():
+            now = time.monotonic()
+            sweep = swept_at is None or now - swept_at >= SWEEP_EVERY_S
+            claim = await ctx.store.claim_realtime(
+                channel.id, ctx.claim_size, ctx.lease_s, ctx.worker_id, swept=sweep
+            )
+            if sweep:
+                swept_at = now
+            if claim is None:
+                break
+            leased = True
+            if ctx.metrics:
+                ctx.metrics.claimed("realtime", len(claim))
+            running.add(asyncio.create_task(_send_claim(ctx, claim)))
+            if len(claim) < ctx.claim_size:
+                # A short claim took what was due: finish it before asking again.
+                await asyncio.gather(*running)
+                running.clear()
+            elif len(running) >= CLAIMS_IN_FLIGHT:
+                done, running = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    task.result()  # a failure to record ends the job like before
+        if running:
+            await asyncio.gather(*running)
+    finally:
+        # Cancelled (W3) or failed: each claim records what it sent and gives the rest back.
+        for task in running:
+            task.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
     return leased
 
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, case, exists, func, or_, select, update
+from sqlalchemy import ColumnElement, and_, case, exists, func, not_, or_, select, update
 from sqlalchemy.engine import Connection
 
 from tidings.core.model import AttemptRecord, Channel, Claim, ClaimedDelivery
@@ -21,6 +21,7 @@ from tidings.core.states import CLAIMABLE, AttemptStatus, Failure, Mode, State
 from tidings.store import buckets, rows
 from tidings.store.channel_ops import load_channel
 from tidings.store.clock import TxClock
+from tidings.store.dialect import ids_in
 from tidings.store.outcomes import insert_attempts
 from tidings.store.schema import channels, deliveries, events
 
@@ -33,13 +34,25 @@ _CLAIMABLE = [s.value for s in CLAIMABLE]
 
 
 def claim_realtime(
-    conn: Connection, clock: TxClock, channel_id: int, limit: int, lease_s: float, owner: str
+    conn: Connection,
+    clock: TxClock,
+    channel_id: int,
+    limit: int,
+    lease_s: float,
+    owner: str,
+    swept: bool = True,
 ) -> Claim | None:
-    """Lease up to `limit` due rows of a realtime channel, never more than its budget (C6)."""
+    """Lease up to `limit` due rows of a realtime channel, never more than its budget (C6).
+
+    `swept=False` skips the sweep: a job draining a busy channel sweeps on its first claim
+    and then now and again, not on every claim. Skipping is safe: the lease never takes a
+    row the sweep would end; such a row waits for the next sweep.
+    """
     channel = load_channel(conn, channel_id)
     if channel is None or not channel.enabled or channel.mode is not Mode.REALTIME or limit <= 0:
         return None
-    sweep(conn, clock, channel)
+    if swept:
+        sweep(conn, clock, channel)
     bucket = buckets.lock(conn, channel, clock)
     if bucket is None:
         return None
@@ -138,9 +151,13 @@ def _lease(
 ) -> Claim | None:
     # C7: the channel must still be enabled when the rows are taken, whatever was read before.
     enabled = exists().where(channels.c.id == d.c.channel_id, channels.c.enabled)
+    # Rows the sweep would end (C2 spent leases, O5 expired) are never leased, swept or not.
+    sendable = [not_(and_(d.c.state == State.SENDING.value, d.c.attempts >= channel.max_attempts))]
+    if channel.max_age_s is not None:
+        sendable.append(d.c.created_at > clock.at(-channel.max_age_s))
     picked = (
         select(d.c.id)
-        .where(_due(channel, clock), enabled)
+        .where(_due(channel, clock), enabled, *sendable)
         .order_by(*order)
         .limit(limit)
         .with_for_update(skip_locked=True)
@@ -164,7 +181,8 @@ def _lease(
     leased = sorted((rows.delivery(r) for r in conn.execute(stmt).mappings()), key=lambda x: x.id)
     if not leased:
         return None
-    found = conn.execute(select(events).where(events.c.id.in_({x.event_id for x in leased})))
+    wanted = ids_in(conn, events.c.id, {x.event_id for x in leased})
+    found = conn.execute(select(events).where(wanted))
     by_id = {e.id: e for e in (rows.event(r) for r in found.mappings())}
     items = [ClaimedDelivery(delivery=x, event=by_id[x.event_id]) for x in leased]
     return Claim(
@@ -180,7 +198,9 @@ def _assign_batch(conn: Connection, claim: Claim) -> Claim:
     """D3: the batch id is the smallest delivery id, kept across retries."""
     batch_id = min(claim.ids)
     conn.execute(
-        update(d).where(d.c.id.in_(claim.ids), d.c.batch_id.is_(None)).values(batch_id=batch_id)
+        update(d)
+        .where(ids_in(conn, d.c.id, claim.ids), d.c.batch_id.is_(None))
+        .values(batch_id=batch_id)
     )
     items = [
         replace(item, delivery=replace(item.delivery, batch_id=item.delivery.batch_id or batch_id))

@@ -44,6 +44,17 @@ class TxClock:
             self._value = value
         return self._value
 
+    @property
+    def unread(self) -> bool:
+        """True while `now()` would still ask the database (a caller may fold that read into
+        a statement it sends anyway, then `adopt` the value)."""
+        return self._value is None
+
+    def adopt(self, value: datetime) -> None:
+        """Take `clock_timestamp()` read by a caller's own statement as this transaction's now."""
+        if self._value is None:
+            self._value = value
+
     def at(self, offset_s: float = 0.0) -> ColumnElement[datetime]:
         """`now + offset_s` as a SQL expression, computed by the database when it is the clock."""
         if self._database_clock and self._value is None:

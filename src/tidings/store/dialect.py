@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import Table
+from sqlalchemy import BigInteger, ColumnElement, Table, any_, literal
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
@@ -17,3 +18,12 @@ def insert_ignoring_conflict(conn: Connection, table: Table, *index_elements: st
 
 def is_postgres(conn: Connection) -> bool:
     return conn.dialect.name == "postgresql"
+
+
+def ids_in(conn: Connection, column: ColumnElement[Any], ids: Iterable[int]) -> ColumnElement[bool]:
+    """`column IN ids`. On PostgreSQL one array parameter (`= ANY($1)`), so the statement text
+    is the same for every batch size and the server reuses one prepared plan."""
+    values = list(ids)
+    if is_postgres(conn):
+        return column == any_(literal(values, postgresql.ARRAY(BigInteger)))
+    return column.in_(values)

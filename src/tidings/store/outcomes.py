@@ -22,6 +22,7 @@ from tidings.core.text import LAST_ERROR_MAX_BYTES, PROVIDER_RESPONSE_MAX_BYTES,
 from tidings.store import buckets
 from tidings.store.channel_ops import load_channel
 from tidings.store.clock import TxClock
+from tidings.store.dialect import ids_in
 from tidings.store.schema import attempts, channels, deliveries
 
 d = deliveries
@@ -54,7 +55,9 @@ def _fenced(conn: Connection, token: str, ids: Sequence[int], values: dict[str, 
         return 0
     stmt = (
         update(d)
-        .where(d.c.id.in_(list(ids)), d.c.lease_token == token, d.c.state == State.SENDING.value)
+        .where(
+            ids_in(conn, d.c.id, ids), d.c.lease_token == token, d.c.state == State.SENDING.value
+        )
         .values(values)
     )
     return conn.execute(stmt).rowcount

@@ -138,9 +138,12 @@ class Store:
         lease_s: float,
         owner: str,
         *,
+        swept: bool = True,
         now: datetime | None = None,
     ) -> Claim | None:
-        return await self._run(claiming.claim_realtime, channel_id, limit, lease_s, owner, now=now)
+        return await self._run(
+            claiming.claim_realtime, channel_id, limit, lease_s, owner, swept, now=now
+        )
 
     async def digest_due(self, channel_id: int, *, now: datetime | None = None) -> bool:
         return await self._run(claiming.digest_due, channel_id, now=now, read_only=True)
