@@ -11,6 +11,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
+import psycopg
 import pytest
 
 import tidings
@@ -18,6 +19,7 @@ from tests.dispatch.helpers import eventually, settled, webhook
 from tests.dispatch.workers import spawn, workers
 from tests.sink import Answer, Sink
 from tidings.core.states import State
+from tidings.store.engine import PING_AFTER_IDLE_S
 
 LEASE_S = 3.0  # as the workers are started; channels use timeout_s 0.7 (C5: 4 × 0.7 ≤ 3)
 
@@ -181,3 +183,31 @@ async def test_w2_a_publish_by_another_process_wakes_an_idle_worker_on_postgres(
             (got,) = (await sink.await_for(i + 1, "/hook", timeout_s=3))[i : i + 1]
             assert got.at - sent_at < 1.0  # LISTEN/NOTIFY, not the poll
             await asyncio.sleep(0.3)
+
+
+async def test_a_worker_outlives_its_database_connections_being_killed(
+    pg_url: str, sink: Sink, tmp_path: Path
+) -> None:
+    """A database restart drops every connection. The worker meets dead ones on its next
+    polls (they fail once and the pool is dropped) and keeps going instead of exiting; a
+    connection that sat idle past PING_AFTER_IDLE_S is checked before use."""
+    async with tidings.Hub(pg_url) as hub:
+        await webhook(hub, sink.url("/hook"), timeout_s=0.7)
+        await hub.publish(kind="monitor.down", subject="m:1")
+        with workers(tmp_path, pg_url, "steady", poll_interval_s=0.2) as (steady,):
+            await settled(hub, 1)
+            with psycopg.connect(pg_url, autocommit=True) as admin:
+                row = admin.execute(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                    " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                ).fetchone()
+            assert row is not None
+            assert row[0] >= 2  # the worker's pool and LISTEN connections, the hub's
+            await asyncio.sleep(PING_AFTER_IDLE_S + 0.5)
+            assert steady.process.poll() is None, steady.output()
+            await hub.publish(kind="monitor.down", subject="m:2")  # idle: pinged, reconnected
+            rows = await settled(hub, 2, timeout_s=20)
+            assert steady.process.poll() is None, steady.output()
+            assert "retrying" in steady.output()
+    assert [r.state for r in rows] == [State.SENT, State.SENT]
+    assert sink.count("/hook") == 2

@@ -13,9 +13,20 @@ def fitting_prefix(count: int, fits: Callable[[int], bool]) -> int:
     """The largest n ≤ count with fits(n), assuming a message only grows as entries are added.
 
     0 means not even the first entry fits on its own: it must be shortened, never dropped.
-    Binary search: about log2(500) ≈ 9 renders for the largest batch.
+    Galloping (1, 2, 4, … then bisecting the last step): each probe renders its n entries,
+    so probing near the answer rather than from the middle of a 500-entry batch keeps a
+    message of k entries to about 4k entry renders instead of about 500.
     """
-    low, high = 0, count
+    if count <= 0 or not fits(1):
+        return 0
+    low, high = 1, count  # fits(low) holds; the answer is at most high
+    probe = 2
+    while probe <= count:
+        if not fits(probe):
+            high = probe - 1
+            break
+        low = probe
+        probe *= 2
     while low < high:
         middle = (low + high + 1) // 2
         if fits(middle):

@@ -20,7 +20,7 @@ from ipaddress import IPv4Network, IPv6Network
 from tidings.channels.base import SendContext
 from tidings.channels.http import HttpClient
 from tidings.channels.registry import Registry
-from tidings.core.errors import ConfigError
+from tidings.core.errors import ConfigError, StoreError
 from tidings.core.model import Channel
 from tidings.core.states import Mode
 from tidings.dispatch.jobs import JobContext, run_digest, run_realtime
@@ -112,8 +112,15 @@ class Dispatcher:
         )
         log.info("dispatcher %s started on %s", self.config.worker_id, self.store.backend)
         while not self._stopping.is_set():
-            await self._start_jobs(ctx)
-            await self._sleep(wakeup)
+            try:
+                await self._start_jobs(ctx)
+                await self._sleep(wakeup)
+            except StoreError as error:
+                # The database restarted or is unreachable: pooled connections are dropped
+                # on the first error, so wait a poll interval and look again.
+                log.warning("dispatcher %s: %s; retrying", self.config.worker_id, error)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stopping.wait(), self.config.poll_interval_s)
 
     async def _start_jobs(self, ctx: JobContext) -> None:
         now = time.monotonic()

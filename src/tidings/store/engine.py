@@ -7,26 +7,54 @@ so two writers never deadlock upgrading a read lock (W1).
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
-from sqlalchemy import event
+from sqlalchemy import event, exc
 from sqlalchemy.engine import URL, Connection
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 READ_ONLY = "tidings_read_only"
+#: A pooled PostgreSQL connection idle this long is pinged before it is used again.
+PING_AFTER_IDLE_S = 2.0
+_IDLE_SINCE = "tidings_idle_since"
 
 
 def create_engine(url: URL, *, pool_size: int = 10) -> AsyncEngine:
     if url.get_backend_name() == "sqlite":
         return _sqlite_engine(url)
-    return create_async_engine(
+    engine = create_async_engine(
         url,
         pool_size=pool_size,
         max_overflow=pool_size,
-        pool_pre_ping=True,
         pool_recycle=1800,
+        # The most recently used connection first: a busy dispatcher keeps reusing a warm
+        # one (its prepared statements), and the rest go idle and get checked (below).
+        pool_use_lifo=True,
     )
+    _ping_when_idle(engine)
+    return engine
+
+
+def _ping_when_idle(engine: AsyncEngine) -> None:
+    """Check a connection that sat idle before handing it out (a database restart kills
+    them all); one in steady use is not pinged, which would cost every claim a round trip.
+    A connection that died in use fails its statement once; that error drops the pool."""
+
+    @event.listens_for(engine.sync_engine, "checkin")
+    def _checkin(_dbapi_connection: Any, record: Any) -> None:
+        record.info[_IDLE_SINCE] = time.monotonic()
+
+    @event.listens_for(engine.sync_engine, "checkout")
+    def _checkout(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        idle_since = record.info.get(_IDLE_SINCE)
+        if idle_since is None or time.monotonic() - idle_since < PING_AFTER_IDLE_S:
+            return
+        try:
+            dbapi_connection.ping()
+        except Exception as error:
+            raise exc.DisconnectionError(f"pooled connection is dead: {error}") from error
 
 
 def _sqlite_engine(url: URL) -> AsyncEngine:
