@@ -12,7 +12,14 @@ from tidings.render.context import channel_context, event_context, rfc3339
 
 def test_all_is_curated() -> None:
     assert sorted(tidings.render.__all__) == sorted(
-        ["Flavour", "RenderError", "Renderer", "TEMPLATE_NAMES", "default_renderer"]
+        [
+            "Flavour",
+            "RenderError",
+            "Renderer",
+            "TEMPLATE_NAMES",
+            "default_renderer",
+            "remembering_entries",
+        ]
     )
     for name in tidings.render.__all__:
         assert hasattr(tidings.render, name)

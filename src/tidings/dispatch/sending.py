@@ -16,6 +16,7 @@ from tidings.core.digest import fitting_prefix
 from tidings.core.model import Channel, Event
 from tidings.core.outcome import Outcome, Reason, Reject, Retry
 from tidings.dispatch.report import SendResult
+from tidings.render import remembering_entries
 
 #: Extra time past the channel's timeout before an adapter that ignores it is cut off.
 TIMEOUT_GRACE_S = 5.0
@@ -36,6 +37,13 @@ def plan_digest(
     """D5: cut a digest into messages within the channel's limit, at entry boundaries, oldest
     entries first, numbered part i of n. An entry too long on its own is shortened, never
     dropped. Sizes are measured with the widest numbering, so the final labels still fit."""
+    with remembering_entries():
+        return _plan(adapter, channel, batch_id, ids, events)
+
+
+def _plan(
+    adapter: Adapter, channel: Channel, batch_id: int, ids: Sequence[int], events: Sequence[Event]
+) -> list[Message]:
     limit = adapter.size_limit(channel)
     widest = len(ids)
     cuts: list[tuple[int, int]] = []

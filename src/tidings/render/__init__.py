@@ -4,6 +4,19 @@ Imports only jinja2, the standard library and tidings.core.
 """
 
 from tidings.render.flavours import Flavour
-from tidings.render.renderer import TEMPLATE_NAMES, Renderer, RenderError, default_renderer
+from tidings.render.renderer import (
+    TEMPLATE_NAMES,
+    Renderer,
+    RenderError,
+    default_renderer,
+    remembering_entries,
+)
 
-__all__ = ["TEMPLATE_NAMES", "Flavour", "RenderError", "Renderer", "default_renderer"]
+__all__ = [
+    "TEMPLATE_NAMES",
+    "Flavour",
+    "RenderError",
+    "Renderer",
+    "default_renderer",
+    "remembering_entries",
+]

@@ -5,9 +5,11 @@ Imports only jinja2, the standard library and tidings.core (and its siblings in 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from typing import Any
 
 from jinja2 import Template, TemplateSyntaxError, nodes
@@ -29,6 +31,27 @@ _REQUIRED = frozenset({"event", "digest_entry"})
 _PRIVATE = re.compile(r"__|_[A-Za-z0-9]+__")
 # A str.format field reaching for a private attribute: "{0.__class__}", "{x[_y]}".
 _PRIVATE_FIELD = re.compile(r"\{[^{}]*[.\[]_[^{}]*\}?")
+
+
+#: Digest entries rendered while planning one digest: (flavour, channel id, event object id,
+#: index) -> (the event, kept so its id stays its own, and the text).
+_EntryMemo = dict[tuple[Flavour, int, int, int], tuple[Event, str]]
+_entry_memo: ContextVar[_EntryMemo | None] = ContextVar("tidings_entry_memo", default=None)
+
+
+@contextlib.contextmanager
+def remembering_entries() -> Iterator[None]:
+    """Within the block, a digest entry rendered at the same index is rendered once.
+
+    Planning a digest renders the same leading entries at the same positions for every size
+    it tries; an entry's text depends only on its event, its index and the channel, all
+    fixed while one digest is planned, so the block must not span a channel change.
+    """
+    token = _entry_memo.set({})
+    try:
+        yield
+    finally:
+        _entry_memo.reset(token)
 
 
 class RenderError(Exception):
@@ -73,8 +96,15 @@ class Renderer:
         return self._render(flavour, channel, "digest_header", variables)
 
     def digest_entry(self, flavour: Flavour, channel: Channel, event: Event, *, index: int) -> str:
+        memo = _entry_memo.get()
+        key = (flavour, channel.id, id(event), index)
+        if memo is not None and key in memo:
+            return memo[key][1]
         variables = {"event": event_context(event), "index": index}
-        return self._render(flavour, channel, "digest_entry", variables)
+        text = self._render(flavour, channel, "digest_entry", variables)
+        if memo is not None:
+            memo[key] = (event, text)
+        return text
 
     def digest_footer(
         self, flavour: Flavour, channel: Channel, *, count: int, part: int, parts: int
