@@ -88,6 +88,29 @@ async def test_c2_crash_loop_ends_failed_after_max_attempts(hub: tidings.Hub) ->
     assert "crash-2" in (row.last_error or "")
 
 
+async def test_c2_o5_a_claim_without_sweep_never_leases_what_the_sweep_would_end(
+    hub: tidings.Hub,
+) -> None:
+    """A draining job skips the sweep on most claims; spent lost leases (C2) and expired rows
+    (O5) then wait for the next sweep instead of going out."""
+    crashy = await channel(hub, "crashy", max_attempts=1, filter={"kinds": ["crash.*"]})
+    ageing = await channel(hub, "ageing", max_age_s=60, filter={"kinds": ["age.*"]})
+    await publish(hub, 1, kind="crash.loop")
+    spent = await claim(hub, crashy, lease_s=1.0, owner="crashed")
+    await publish(hub, 1, kind="age.old")  # older than max_age_s at the claims below
+    for ch in (crashy, ageing):
+        got = await hub.store.claim_realtime(ch.id, 10, LEASE_S, "w", swept=False, now=at(120))
+        assert got is None
+    before = await states(hub)
+    assert before[spent.ids[0]].state is State.SENDING
+    assert [r.state for r in before.values() if r.channel_id == ageing.id] == [State.PENDING]
+    for ch in (crashy, ageing):
+        assert await hub.store.claim_realtime(ch.id, 10, LEASE_S, "w", now=at(120)) is None
+    after = await states(hub)
+    assert after[spent.ids[0]].failure is Failure.EXHAUSTED
+    assert [r.failure for r in after.values() if r.channel_id == ageing.id] == [Failure.EXPIRED]
+
+
 async def test_c3_stale_token_changes_nothing_and_the_new_holder_wins(hub: tidings.Hub) -> None:
     ch = await channel(hub)
     await publish(hub, 1)

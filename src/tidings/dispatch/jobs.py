@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from tidings.channels.base import SendContext, Target
@@ -24,7 +24,8 @@ from tidings.store import Store
 
 #: Claims of one channel sending at once: one sends while the next is claimed and recorded.
 CLAIMS_IN_FLIGHT = 2
-#: How often a draining job sweeps lost leases and expired rows (its first claim always does).
+#: How often a dispatcher sweeps a channel's lost leases and expired rows while claiming
+#: (rows the sweep would end are never leased meanwhile; they wait at most this long).
 SWEEP_EVERY_S = 5.0
 
 
@@ -41,6 +42,9 @@ class JobContext:
     clock: Callable[[], datetime]
     stopping: asyncio.Event
     metrics: Metrics | None = None
+    #: channel id -> monotonic time of its last sweep by this dispatcher (shared by its jobs,
+    #: so a trickle of single events does not sweep on every claim either).
+    swept_at: dict[int, float] = field(default_factory=dict)
 
 
 async def run_realtime(ctx: JobContext, channel: Channel) -> bool:
@@ -52,16 +56,16 @@ async def run_realtime(ctx: JobContext, channel: Channel) -> bool:
     """
     leased = False
     running: set[asyncio.Task[None]] = set()
-    swept_at: float | None = None
     try:
         while not ctx.stopping.is_set():
             now = time.monotonic()
-            sweep = swept_at is None or now - swept_at >= SWEEP_EVERY_S
+            last = ctx.swept_at.get(channel.id)
+            sweep = last is None or now - last >= SWEEP_EVERY_S
             claim = await ctx.store.claim_realtime(
                 channel.id, ctx.claim_size, ctx.lease_s, ctx.worker_id, swept=sweep
             )
             if sweep:
-                swept_at = now
+                ctx.swept_at[channel.id] = now
             if claim is None:
                 break
             leased = True
