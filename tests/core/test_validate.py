@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import enum
+import json
 import math
 from typing import Any
 
@@ -62,6 +64,20 @@ def test_event_data_is_a_detached_json_copy() -> None:
     event = event_input(kind="k", subject="s", data=data)
     data["nested"]["x"] = 2
     assert event.data == {"tags": ["a", "b"], "nested": {"x": 1}}
+
+
+def test_event_data_holds_plain_json_types_only() -> None:
+    class Colour(enum.StrEnum):
+        RED = "red"
+
+    class Level(enum.IntEnum):
+        HIGH = 3
+
+    event = event_input(kind="k", subject="s", data={"c": Colour.RED, "l": Level.HIGH, "f": 1.5})
+    assert event.data == {"c": "red", "l": 3, "f": 1.5}
+    assert type(event.data["c"]) is str
+    assert type(event.data["l"]) is int
+    assert json.loads(json.dumps(event.data)) == event.data
 
 
 def test_severity_accepts_the_enum() -> None:

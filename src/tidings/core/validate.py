@@ -6,7 +6,6 @@ come through here, so bad input fails alike everywhere: a ValidationError naming
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import unicodedata
@@ -37,6 +36,8 @@ MAX_RATE_BURST = 10_000
 MAX_ATTEMPTS = 100
 
 _CHANNEL_KIND = re.compile(r"[a-z][a-z0-9_]*")
+# \s is str.isspace(); U+0000–U+001F and U+007F–U+009F are all of Unicode's category Cc.
+_SPACE_OR_CONTROL = re.compile(r"[\s\x00-\x1f\x7f-\x9f]")
 _CHANNEL_FIELDS = frozenset(f.name for f in fields(ChannelSpec))
 _CHANNEL_DEFAULTS: dict[str, Any] = {
     f.name: f.default for f in fields(ChannelSpec) if f.default is not MISSING
@@ -91,35 +92,38 @@ def _json_object(field: str, value: object) -> JSON:
         return {}
     if not isinstance(value, Mapping):
         raise ValidationError(field, "must be an object")
-    _check_json(field, value, depth=1)
-    try:
-        dumped = json.dumps(dict(value), allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise ValidationError(field, f"is not JSON-serialisable ({exc})") from None
-    copy: JSON = json.loads(dumped)
+    copy: JSON = _json_copy(field, value, depth=1)
     return copy
 
 
-def _check_json(path: str, value: object, depth: int) -> None:
-    """Walks `value` so an error names the exact place, e.g. `data.items[2].name`."""
+def _json_copy(path: str, value: object, depth: int) -> Any:
+    """`value` as plain JSON types (what a JSON round trip would give), checked on the way so
+    an error names the exact place, e.g. `data.items[2].name`."""
     # The depth bound also stops a self-referencing structure.
     if depth > MAX_JSON_DEPTH:
         raise ValidationError(path, f"nests deeper than {MAX_JSON_DEPTH} levels")
     if isinstance(value, str):
         _storable(path, value)
-    elif isinstance(value, float) and not math.isfinite(value):
-        raise ValidationError(path, "must be a finite number")
-    elif isinstance(value, Mapping):
+        return str(value)
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValidationError(path, "must be a finite number")
+        return float(value)
+    if isinstance(value, Mapping):
+        copy: dict[str, Any] = {}
         for key, item in value.items():
             if not isinstance(key, str):
                 raise ValidationError(path, f"keys must be strings, not {type(key).__name__}")
             _storable(path, key)
-            _check_json(f"{path}.{key}", item, depth + 1)
-    elif isinstance(value, list | tuple):
-        for index, item in enumerate(value):
-            _check_json(f"{path}[{index}]", item, depth + 1)
-    elif value is not None and not isinstance(value, int | float):
-        raise ValidationError(path, f"is not a JSON value ({type(value).__name__})")
+            copy[str(key)] = _json_copy(f"{path}.{key}", item, depth + 1)
+        return copy
+    if isinstance(value, list | tuple):
+        return [_json_copy(f"{path}[{i}]", item, depth + 1) for i, item in enumerate(value)]
+    raise ValidationError(path, f"is not a JSON value ({type(value).__name__})")
 
 
 # --- numbers and enums ---------------------------------------------------------------------
@@ -177,7 +181,7 @@ def _bool(field: str, value: object) -> bool:
 
 def _event_kind(value: object) -> str:
     kind = _string("kind", value, 200)
-    if any(ch.isspace() or unicodedata.category(ch) == "Cc" for ch in kind):
+    if _SPACE_OR_CONTROL.search(kind):
         raise ValidationError("kind", "must not contain whitespace or control characters")
     return kind
 
