@@ -1,24 +1,38 @@
 """Multi-row inserts that come back in the order sent, fast on each backend.
 
-PostgreSQL takes the rows as one array per column (`INSERT … SELECT … FROM unnest(…)`): a
+PostgreSQL takes many rows as one array per column (`INSERT … SELECT … FROM unnest(…)`): a
 thousand rows are ten parameters, not ten thousand, and the statement text — so the
 server's prepared plan — is the same for every batch size. Measured on a 1,000-event batch:
-9 ms against 27 ms for a multi-row VALUES list. SQLite binds parameters in C anyway, so it
-gets SQLAlchemy's multi-row VALUES.
+9 ms against 27 ms for a multi-row VALUES list. A few rows, and SQLite (which binds
+parameters in C anyway), get SQLAlchemy's multi-row VALUES.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import JSON, Column, ColumnElement, Dialect, Table, Text, cast, func, insert, select
+from sqlalchemy import (
+    JSON,
+    Column,
+    ColumnElement,
+    Dialect,
+    Table,
+    Text,
+    bindparam,
+    cast,
+    func,
+    select,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 from sqlalchemy.types import TypeEngine
 
 ORDINALITY = "n_"
+#: Below this many rows a plain VALUES list is cheaper to build than the unnest statement.
+UNNEST_FROM_ROWS = 8
 _POSTGRESQL: Dialect = postgresql.dialect()  # type: ignore[no-untyped-call]
 
 
@@ -41,22 +55,23 @@ def insert_rows(
     if not values:
         return []
     constants = dict(constants or {})
-    if conn.dialect.name == "postgresql":
-        stmt: Any = _unnest_insert(table, list(values[0]), values, constants)
+    if conn.dialect.name == "postgresql" and len(values) >= UNNEST_FROM_ROWS:
+        stmt, arrays = _unnest_insert(table, list(values[0]), values, constants)
         if skip_conflicts_on is not None:
             stmt = stmt.on_conflict_do_nothing(index_elements=[skip_conflicts_on])
         if not returning:
-            conn.execute(stmt)
+            conn.execute(stmt, arrays)
             return []
-        return _in_insert_order(conn.execute(stmt.returning(*returning)).all())
-    sqlite_stmt: Any = insert(table).values(constants) if constants else insert(table)
+        return _in_insert_order(conn.execute(stmt.returning(*returning), arrays).all())
+    # A multi-row VALUES list (SQLAlchemy's "insertmanyvalues").
+    dialect: Any = postgresql if conn.dialect.name == "postgresql" else sqlite
+    listed = dialect.insert(table).values(constants) if constants else dialect.insert(table)
     if skip_conflicts_on is not None:
-        sqlite_stmt = sqlite.insert(table).values(constants)
-        sqlite_stmt = sqlite_stmt.on_conflict_do_nothing(index_elements=[skip_conflicts_on])
+        listed = listed.on_conflict_do_nothing(index_elements=[skip_conflicts_on])
     if not returning:
-        conn.execute(sqlite_stmt, list(values))
+        conn.execute(listed, list(values))
         return []
-    return _in_insert_order(conn.execute(sqlite_stmt.returning(*returning), list(values)).all())
+    return _in_insert_order(conn.execute(listed.returning(*returning), list(values)).all())
 
 
 def _in_insert_order(rows: Any) -> list[tuple[Any, ...]]:
@@ -74,15 +89,30 @@ def _unnest_insert(
     names: list[str],
     values: Sequence[Mapping[str, Any]],
     constants: Mapping[str, ColumnElement[Any]],
-) -> Any:
-    arrays = []
+) -> tuple[Any, dict[str, list[Any]]]:
+    """The statement and its parameters: one array per column."""
+    source, picked = _unnest_source(table, tuple(names))
+    arrays: dict[str, list[Any]] = {}
     for name in names:
-        column = table.c[name]
-        element = _array_element_type(column.type)
         items = [row[name] for row in values]
-        if _is_json(column.type):
+        if _is_json(table.c[name].type):
             items = [None if item is None else json.dumps(item) for item in items]
-        arrays.append(cast(items, postgresql.ARRAY(element)))
+        arrays[_array_param(name)] = items
+    rows = select(*picked, *constants.values()).order_by(source.c[ORDINALITY])
+    return postgresql.insert(table).from_select([*names, *constants], rows), arrays
+
+
+@functools.cache
+def _unnest_source(table: Table, names: tuple[str, ...]) -> tuple[Any, list[Any]]:
+    """`unnest(:a, :b, …) WITH ORDINALITY AS rows_(a, b, …, n_)` and the columns to insert,
+    built once per table and column set (building it costs more than running it)."""
+    arrays = [
+        cast(
+            bindparam(_array_param(name), type_=postgresql.ARRAY(_element(table.c[name].type))),
+            postgresql.ARRAY(_element(table.c[name].type)),
+        )
+        for name in names
+    ]
     source = (
         func.unnest(*arrays)
         .table_valued(*names, with_ordinality=ORDINALITY)
@@ -93,15 +123,18 @@ def _unnest_insert(
         cast(source.c[name], postgresql.JSONB) if _is_json(table.c[name].type) else source.c[name]
         for name in names
     ]
-    rows = select(*picked, *constants.values()).order_by(source.c[ORDINALITY])
-    return postgresql.insert(table).from_select([*names, *constants], rows)
+    return source, picked
+
+
+def _array_param(name: str) -> str:
+    return f"{name}_rows"
 
 
 def _is_json(type_: TypeEngine[Any]) -> bool:
     return isinstance(type_.dialect_impl(_POSTGRESQL), JSON)
 
 
-def _array_element_type(type_: TypeEngine[Any]) -> TypeEngine[Any]:
+def _element(type_: TypeEngine[Any]) -> TypeEngine[Any]:
     """The type one array element is sent as: JSON goes as text, cast to jsonb in SQL."""
     if _is_json(type_):
         return Text()

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, case, insert, select, update
+from sqlalchemy import ColumnElement, case, select, update
 from sqlalchemy.engine import Connection
 
 from tidings.core import ratelimit
@@ -20,6 +20,7 @@ from tidings.core.model import AttemptRecord
 from tidings.core.states import Failure, SkipReason, State
 from tidings.core.text import LAST_ERROR_MAX_BYTES, PROVIDER_RESPONSE_MAX_BYTES, storable
 from tidings.store import buckets
+from tidings.store.bulk import insert_rows
 from tidings.store.channel_ops import load_channel
 from tidings.store.clock import TxClock
 from tidings.store.dialect import ids_in
@@ -31,8 +32,9 @@ d = deliveries
 def insert_attempts(conn: Connection, records: Sequence[AttemptRecord]) -> None:
     if not records:
         return
-    conn.execute(
-        insert(attempts),
+    insert_rows(
+        conn,
+        attempts,
         [
             {
                 "delivery_id": r.delivery_id,
