@@ -622,18 +622,17 @@ def _free_port() -> int:
 async def _latency_publish(url: str, sink: Sink, n: int) -> None:
     import tidings
 
-    async with httpx.AsyncClient(timeout=10) as client, tidings.Hub(url) as hub:
-
-        async def count() -> int:
-            return int((await client.get(sink.url("/stats"))).json()["count"])
-
+    async with httpx.AsyncClient(timeout=20) as client, tidings.Hub(url) as hub:
         for i in range(n):
+            # The receipt is waited for with a long poll: polling the sink would load the
+            # very processes whose latency is measured.
+            arrived = asyncio.create_task(
+                client.get(sink.url("/wait"), params={"count": i + 1, "timeout": 15})
+            )
+            await asyncio.sleep(0.002)  # the long poll is in place before the publish
             await hub.publish(**_event(i, t=time.time()))
-            deadline = time.monotonic() + 15
-            while await count() < i + 1:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"event {i} did not arrive within 15 s")
-                await asyncio.sleep(0.005)
+            if int((await arrived).json()["count"]) < i + 1:
+                raise TimeoutError(f"event {i} did not arrive within 15 s")
             await asyncio.sleep(0.05)  # idle gap between events
 
 

@@ -4,11 +4,14 @@ POST /hook      -> 200 "ok", counted (body not parsed)
 POST /lat       -> 200 "ok", counted; records time.time() - body.event.data.t (wall clock)
 POST /cgi-bin/webhook/send -> WeCom-like: errcode 0, or 40058 when content > 4096 bytes
 GET  /stats     -> {"count", "rejected", "latencies"}
+GET  /wait?count=N&timeout=S -> {"count"} once N messages arrived (or S seconds passed), so a
+                   latency probe waits without polling (polling would load the machine)
 POST /reset     -> zero everything
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 import time
@@ -17,6 +20,7 @@ from aiohttp import web
 
 LIMIT = 4096
 state: dict[str, object] = {"count": 0, "rejected": 0, "latencies": []}
+arrivals: list[asyncio.Event] = []  # one per waiting /wait request
 
 
 async def hook(request: web.Request) -> web.Response:
@@ -31,7 +35,26 @@ async def lat(request: web.Request) -> web.Response:
     sent_at = json.loads(body)["event"]["data"]["t"]
     state["latencies"].append(now - sent_at)  # type: ignore[attr-defined]
     state["count"] = int(state["count"]) + 1  # type: ignore[call-overload]
+    for arrived in arrivals:
+        arrived.set()
     return web.Response(text="ok")
+
+
+async def wait(request: web.Request) -> web.Response:
+    wanted = int(request.query["count"])
+    deadline = time.monotonic() + float(request.query.get("timeout", "15"))
+    arrived = asyncio.Event()
+    arrivals.append(arrived)
+    try:
+        while int(state["count"]) < wanted and time.monotonic() < deadline:  # type: ignore[call-overload]
+            arrived.clear()
+            try:
+                await asyncio.wait_for(arrived.wait(), max(0.0, deadline - time.monotonic()))
+            except TimeoutError:
+                break
+    finally:
+        arrivals.remove(arrived)
+    return web.json_response({"count": state["count"]})
 
 
 async def wecom(request: web.Request) -> web.Response:
@@ -59,8 +82,6 @@ async def reset(_request: web.Request) -> web.Response:
 
 
 async def serve() -> None:
-    import asyncio
-
     app = web.Application(client_max_size=64 * 1024 * 1024)
     app.add_routes(
         [
@@ -68,6 +89,7 @@ async def serve() -> None:
             web.post("/lat", lat),
             web.post("/cgi-bin/webhook/send", wecom),
             web.get("/stats", stats),
+            web.get("/wait", wait),
             web.post("/reset", reset),
         ]
     )

@@ -6,10 +6,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlalchemy import text
+from sqlalchemy.engine import Connection
 
 import tidings
 from tests.store.helpers import LEASE_S, at, attempt, channel, claim, publish, states
 from tidings.core.states import AttemptStatus, Failure, SkipReason, State
+from tidings.store import claiming
+from tidings.store.clock import TxClock, utc_now
 
 
 async def test_c1_claim_leases_due_rows_and_counts_the_attempt(hub: tidings.Hub) -> None:
@@ -229,3 +232,28 @@ async def test_c1_attempt_rows_are_kept_with_the_outcome(hub: tidings.Hub) -> No
     assert await hub.store.mark_sent(got.token, got.ids, [record]) == 1
     detail = await hub.delivery(got.ids[0])
     assert [a.status for a in detail.attempts_log] == [AttemptStatus.DELIVERED]
+
+
+async def test_only_a_realtime_claim_commits_without_waiting_for_the_wal_flush(
+    hub: tidings.Hub, backend: str
+) -> None:
+    """A claim lost in a crash is re-sent like a lost lease, so it need not wait for the
+    flush; every other transaction (publishes, outcomes) still does."""
+    if backend != "postgresql":
+        pytest.skip("synchronous_commit is a PostgreSQL setting")
+    ch = await channel(hub)
+    await publish(hub)
+
+    def claim_then_show(conn: Connection) -> str:
+        found = claiming.claim_realtime(conn, TxClock(conn, None, utc_now), ch.id, 10, 60, "w")
+        assert found is not None
+        return str(conn.exec_driver_sql("SHOW synchronous_commit").scalar())
+
+    def show(conn: Connection) -> str:
+        return str(conn.exec_driver_sql("SHOW synchronous_commit").scalar())
+
+    async with hub.store.engine.connect() as conn:
+        async with conn.begin():
+            assert await conn.run_sync(claim_then_show) == "off"
+        async with conn.begin():
+            assert await conn.run_sync(show) == "on"

@@ -27,6 +27,7 @@ from tidings.dispatch.jobs import JobContext, run_digest, run_realtime
 from tidings.dispatch.wakeup import Wakeup
 from tidings.metrics import Metrics
 from tidings.store import Store
+from tidings.store.notify import Hint
 
 log = logging.getLogger("tidings.dispatch")
 
@@ -79,6 +80,8 @@ class Dispatcher:
         self._stopping = asyncio.Event()
         self._jobs: dict[int, asyncio.Task[bool]] = {}
         self._resting: dict[int, float] = {}  # channel id -> monotonic time to look again
+        # Realtime channels seen due (a claim reloads the channel, so staleness is harmless).
+        self._realtime: dict[int, Channel] = {}
 
     def stop(self) -> None:
         """Stop claiming; in-flight sends get the grace period (W3). Safe from signal handlers."""
@@ -111,10 +114,12 @@ class Dispatcher:
             metrics=self.metrics,
         )
         log.info("dispatcher %s started on %s", self.config.worker_id, self.store.backend)
+        hint: Hint = None
         while not self._stopping.is_set():
             try:
-                await self._start_jobs(ctx)
-                await self._sleep(wakeup)
+                await self._start_jobs(ctx, hint)
+                hint = None  # should the sleep fail, look at every channel next
+                hint = await self._sleep(wakeup)
             except StoreError as error:
                 # The database restarted or is unreachable: pooled connections are dropped
                 # on the first error, so wait a poll interval and look again.
@@ -122,9 +127,17 @@ class Dispatcher:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._stopping.wait(), self.config.poll_interval_s)
 
-    async def _start_jobs(self, ctx: JobContext) -> None:
+    async def _start_jobs(self, ctx: JobContext, hint: Hint) -> None:
+        """Start a job for each due channel without one. Woken for known realtime channels,
+        claim for them at once: asking which channels are due would only delay the send (and
+        `_sleep` still wakes for anything else that falls due)."""
+        if hint is not None and hint <= self._realtime.keys():
+            channels = [self._realtime[i] for i in sorted(hint)]
+        else:
+            channels = await self.store.due_channels()
+            self._realtime.update((c.id, c) for c in channels if c.mode is Mode.REALTIME)
         now = time.monotonic()
-        for channel in await self.store.due_channels():
+        for channel in channels:
             if channel.id in self._jobs or self._resting.get(channel.id, 0.0) > now:
                 continue
             job = run_realtime if channel.mode is Mode.REALTIME else run_digest
@@ -149,7 +162,9 @@ class Dispatcher:
             return min(self.config.poll_interval_s, 60.0 / channel.rate_per_min)
         return self.config.poll_interval_s
 
-    async def _sleep(self, wakeup: Wakeup) -> None:
+    async def _sleep(self, wakeup: Wakeup) -> Hint:
+        """Wait for new work, a job to end, the next due time or the poll interval; answer the
+        channels a wake-up named (None: look at every channel)."""
         timeout = self.config.poll_interval_s
         next_due = await self.store.next_due_at()
         if next_due is not None:
@@ -169,8 +184,16 @@ class Dispatcher:
             for waiter in waiters:
                 waiter.cancel()
             await asyncio.gather(*waiters, return_exceptions=True)
-        if any(w.done() and not w.cancelled() and w.result() for w in waiters[:1]):
-            self._resting.clear()  # new work announced: every channel may look again
+        woken = waiters[0]
+        if not (woken.done() and not woken.cancelled() and woken.result()):
+            return None
+        hint = wakeup.take_hint()
+        # New work announced: the channels it names (or all) may look again at once.
+        if hint is None:
+            self._resting.clear()
+        for channel_id in hint or ():
+            self._resting.pop(channel_id, None)
+        return hint
 
     async def _shutdown(self) -> None:
         """W3: let in-flight sends finish within the grace period, then cancel and give back."""

@@ -12,7 +12,7 @@ import contextlib
 import logging
 
 from tidings.store import Store
-from tidings.store.notify import PostgresListener
+from tidings.store.notify import Hint, PostgresListener
 
 log = logging.getLogger("tidings.dispatch.wakeup")
 HEALTH_CHECK_S = 15.0
@@ -25,10 +25,24 @@ class Wakeup:
         self._loop = asyncio.get_running_loop()
         self._listener: PostgresListener | None = None
         self._watch: asyncio.Task[None] | None = None
+        # Channels named by the wake-ups since the last `take_hint`; None: look at them all.
+        self._hint: set[int] | None = set()
 
-    def notify(self) -> None:
+    def notify(self, hint: Hint = None) -> None:
         """Safe from any thread (the sync facade publishes from another one)."""
-        self._loop.call_soon_threadsafe(self._event.set)
+        self._loop.call_soon_threadsafe(self._woken, hint)
+
+    def _woken(self, hint: Hint) -> None:
+        if hint is None or self._hint is None:
+            self._hint = None
+        else:
+            self._hint |= hint
+        self._event.set()
+
+    def take_hint(self) -> Hint:
+        """The channels the wake-ups named (None: any channel may have work), and forget them."""
+        hint, self._hint = self._hint, set()
+        return None if hint is None else frozenset(hint)
 
     async def start(self) -> None:
         self._store.work_listeners.append(self.notify)
@@ -38,6 +52,8 @@ class Wakeup:
 
     async def wait(self, timeout_s: float) -> bool:
         """True when woken, False when the timeout passed."""
+        if self._hint is None or self._hint:
+            return True  # a wake-up not yet taken (its waiter may have been cancelled)
         try:
             await asyncio.wait_for(self._event.wait(), timeout=max(timeout_s, 0.0))
         except TimeoutError:

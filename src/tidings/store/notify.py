@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import asyncpg
@@ -18,19 +18,46 @@ from sqlalchemy.engine import URL, Connection
 from tidings.store.dialect import is_postgres
 
 CHANNEL = "tidings_work"
+#: NOTIFY payloads must stay under 8,000 bytes; a longer list is sent as "" (look at all).
+MAX_HINT_CHARS = 7000
 log = logging.getLogger("tidings.store.notify")
 
+#: Channel ids with new work, or None for "look at every channel".
+Hint = frozenset[int] | None
+OnWork = Callable[[Hint], None]
 
-def announce(conn: Connection) -> None:
-    """Tell listening dispatchers there is new work; delivered when the transaction commits."""
+
+def announce(conn: Connection, channel_ids: Iterable[int] = ()) -> None:
+    """Tell listening dispatchers there is new work; delivered when the transaction commits.
+
+    The payload names the channels, so an idle dispatcher can claim at once instead of first
+    asking the database which channels are due (a few milliseconds of publish → receipt).
+    """
     if is_postgres(conn):
-        conn.execute(text(f"SELECT pg_notify('{CHANNEL}', '')"))
+        conn.execute(
+            text("SELECT pg_notify(:channel, :hint)"),
+            {"channel": CHANNEL, "hint": encode_hint(channel_ids)},
+        )
+
+
+def encode_hint(channel_ids: Iterable[int]) -> str:
+    payload = ",".join(str(i) for i in sorted(set(channel_ids)))
+    return payload if len(payload) <= MAX_HINT_CHARS else ""
+
+
+def decode_hint(payload: str) -> Hint:
+    """The channels a payload names; None (every channel) for an empty or unreadable one."""
+    try:
+        ids = frozenset(int(part) for part in payload.split(",")) if payload else None
+    except ValueError:
+        return None
+    return ids
 
 
 class PostgresListener:
     """A LISTEN connection that calls `on_notify` for each notification."""
 
-    def __init__(self, url: URL, on_notify: Callable[[], None]) -> None:
+    def __init__(self, url: URL, on_notify: OnWork) -> None:
         self._dsn = url.set(drivername="postgresql").render_as_string(hide_password=False)
         self._on_notify = on_notify
         self._conn: Any = None
@@ -39,8 +66,8 @@ class PostgresListener:
         self._conn = await asyncpg.connect(self._dsn)
         await self._conn.add_listener(CHANNEL, self._received)
 
-    def _received(self, *_args: object) -> None:
-        self._on_notify()
+    def _received(self, _conn: object, _pid: int, _channel: str, payload: str) -> None:
+        self._on_notify(decode_hint(payload))
 
     async def healthy(self) -> bool:
         """A dead LISTEN connection hears nothing; check it answers, so it can be replaced."""

@@ -41,8 +41,9 @@ def publish_events(
     keyed = _insert_keyed(conn, inputs, stamp)
     new_events = list(found.values()) + [event for event, _ in keyed.values() if event]
     fanned = _fan_out(conn, new_events, all_channels)
-    if fanned:
-        announce(conn)
+    pending = {d.channel_id for ds in fanned.values() for d in ds if d.state is State.PENDING}
+    if pending:
+        announce(conn, pending)
     results: list[PublishResult] = []
     for i, item in enumerate(inputs):
         if i in found:

@@ -56,8 +56,9 @@ def resend(
             f"delivery {delivery_id} is {current.state.value}; "
             "only failed or skipped deliveries can be resent"
         )
-    announce(conn)
-    return ResendResult(delivery=rows.delivery(requeued), requeued=True)
+    delivery = rows.delivery(requeued)
+    announce(conn, [delivery.channel_id])
+    return ResendResult(delivery=delivery, requeued=True)
 
 
 def _repeat(conn: Connection, delivery_id: int, request_id: str) -> ResendResult:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from sqlalchemy import RowMapping
@@ -24,7 +25,7 @@ VIEW_COLUMNS = [
 ]
 
 
-def event(row: RowMapping) -> Event:
+def event(row: Mapping[Any, Any]) -> Event:
     return Event(
         id=row["id"],
         kind=row["kind"],

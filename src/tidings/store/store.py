@@ -9,7 +9,7 @@ caller's own transaction (sync or async) can run them too. Foreign database erro
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -31,7 +31,7 @@ from tidings.core.model import (
     PublishResult,
     ResendResult,
 )
-from tidings.core.states import Failure
+from tidings.core.states import Failure, State
 from tidings.store import (
     channel_ops,
     claiming,
@@ -48,7 +48,7 @@ from tidings.store import (
 )
 from tidings.store.clock import AppClock, TxClock, utc_now
 from tidings.store.engine import READ_ONLY, create_engine
-from tidings.store.notify import PostgresListener
+from tidings.store.notify import OnWork, PostgresListener
 from tidings.store.url import parse
 
 log = logging.getLogger("tidings.store")
@@ -64,7 +64,7 @@ class Store:
         #: C3: writes refused because the lease had passed to another worker.
         self.fenced_writes = 0
         #: Called after this process stored new work: the in-process wake-up (W2).
-        self.work_listeners: list[Callable[[], None]] = []
+        self.work_listeners: list[OnWork] = []
 
     @property
     def backend(self) -> str:
@@ -112,20 +112,24 @@ class Store:
         self, inputs: Sequence[EventInput], *, now: datetime | None = None
     ) -> list[PublishResult]:
         results = await self._run(publishing.publish_events, list(inputs), now=now)
-        self._new_work()
+        self._new_work(_pending_channels(results))
         return results
 
     def publish_in(self, conn: Connection, inputs: Sequence[EventInput]) -> list[PublishResult]:
         """Publish inside a caller's own sync connection and transaction (E1)."""
         results = publishing.publish_events(conn, TxClock(conn, None, self._clock), list(inputs))
-        self._new_work()  # early if the caller rolls back; the dispatcher then finds nothing
+        # Early if the caller rolls back; the dispatcher then finds nothing.
+        self._new_work(_pending_channels(results))
         return results
 
-    def _new_work(self) -> None:
+    def _new_work(self, channel_ids: Iterable[int]) -> None:
+        hint = frozenset(channel_ids)
+        if not hint:
+            return
         for listener in self.work_listeners:
-            listener()
+            listener(hint)
 
-    def listener(self, on_notify: Callable[[], None]) -> PostgresListener | None:
+    def listener(self, on_notify: OnWork) -> PostgresListener | None:
         """A LISTEN connection for cross-process wake-ups, on PostgreSQL only."""
         return PostgresListener(self.url, on_notify) if self.backend == "postgresql" else None
 
@@ -302,7 +306,7 @@ class Store:
     ) -> ResendResult:
         result = await self._run(resending.resend, delivery_id, operator, request_id, now=now)
         if result.requeued:
-            self._new_work()
+            self._new_work([result.delivery.channel_id])
         return result
 
     async def list_deliveries(
@@ -407,3 +411,9 @@ class Store:
         return await self._run(
             lambda conn, _clock: dashboard.failed_ids(conn, query, limit), read_only=True
         )
+
+
+def _pending_channels(results: Sequence[PublishResult]) -> set[int]:
+    return {
+        d.channel_id for r in results if r.created for d in r.deliveries if d.state is State.PENDING
+    }

@@ -1,0 +1,78 @@
+"""W2 wake-ups that name their channels: an idle dispatcher claims for them at once, and
+nothing else it should send waits longer for it."""
+
+from __future__ import annotations
+
+import asyncio
+
+import tidings
+from tests.dispatch.helpers import running, webhook
+from tests.sink import Answer, Sink
+from tidings.dispatch.wakeup import Wakeup
+from tidings.store.notify import MAX_HINT_CHARS, decode_hint, encode_hint
+
+
+def test_a_hint_names_channels_and_falls_back_to_all() -> None:
+    assert decode_hint(encode_hint([3, 1, 3])) == frozenset({1, 3})
+    assert encode_hint([3, 1, 3]) == "1,3"
+    assert decode_hint("") is None  # an old publisher, or too many channels: look at all
+    assert decode_hint("1,x") is None
+    many = range(10**6, 10**6 + MAX_HINT_CHARS)
+    assert encode_hint(many) == ""
+
+
+async def test_hints_add_up_until_taken_and_none_means_every_channel(
+    hub: tidings.Hub,
+) -> None:
+    wakeup = Wakeup(hub.store)
+    assert not await wakeup.wait(0.01)
+    wakeup.notify(frozenset({1}))
+    wakeup.notify(frozenset({2}))
+    assert await wakeup.wait(1)
+    assert wakeup.take_hint() == frozenset({1, 2})
+    assert not await wakeup.wait(0.01)  # taken: nothing left to wake for
+
+    wakeup.notify(frozenset({1}))
+    wakeup.notify(None)
+    wakeup.notify(frozenset({2}))
+    await asyncio.sleep(0)
+    assert wakeup.take_hint() is None
+
+
+async def test_a_wake_up_whose_waiter_was_cancelled_is_not_lost(hub: tidings.Hub) -> None:
+    wakeup = Wakeup(hub.store)
+    waiter = asyncio.create_task(wakeup.wait(5))
+    await asyncio.sleep(0.01)
+    wakeup.notify(frozenset({7}))
+    await asyncio.sleep(0)  # the hint is in; the waiter has not run yet
+    waiter.cancel()
+    await asyncio.gather(waiter, return_exceptions=True)
+    assert await wakeup.wait(0.5)
+    assert wakeup.take_hint() == frozenset({7})
+
+
+async def test_w2_a_retry_due_elsewhere_is_sent_on_time_while_wake_ups_name_another_channel(
+    hub: tidings.Hub, sink: Sink
+) -> None:
+    """Woken for a known channel, the dispatcher skips asking which channels are due; the
+    others must still be looked at (when the job ends, or the next row falls due) rather than
+    at the 10 s poll."""
+    await webhook(hub, sink.url("/busy"), name="busy", filter={"kinds": ["busy.*"]})
+    await webhook(
+        hub, sink.url("/retry"), name="retry", filter={"kinds": ["retry.*"]}, retry_backoff_s=1.0
+    )
+    sink.script("/retry", Answer(status=500))
+    async with running(hub, poll_interval_s=10):
+        await hub.publish(kind="busy.first", subject="known channel")
+        await sink.await_for(1, "/busy", timeout_s=5)
+        await hub.publish(kind="retry.once", subject="fails once")
+        (failed,) = await sink.await_for(1, "/retry", timeout_s=5)
+        # Keep the dispatcher busy with wake-ups that name only `busy`.
+        for i in range(15):
+            await hub.publish(kind="busy.more", subject=f"busy {i}")
+            await asyncio.sleep(0.2)
+            if sink.count("/retry") >= 2:
+                break
+        retried = await sink.await_for(2, "/retry", timeout_s=5)
+    assert retried[1].at - failed.at < 3.0  # the 1 s backoff, not the 10 s poll
+    assert sink.count("/busy") >= 2
