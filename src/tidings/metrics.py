@@ -31,6 +31,8 @@ class Metrics:
             buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
             registry=self.registry,
         )
+        self._attempts: dict[tuple[str, str], Counter] = {}
+        self._send_seconds: dict[str, Histogram] = {}
         self.claims = Counter(
             "tidings_claimed_deliveries",
             "Deliveries leased by claims",
@@ -56,8 +58,15 @@ class Metrics:
         )
 
     def sent(self, kind: str, status: str, seconds: float, messages: int = 1) -> None:
-        self.attempts.labels(kind=kind, status=status).inc(messages)
-        self.send_seconds.labels(kind=kind).observe(seconds)
+        # Children by label values, looked up once: `.labels()` costs more than the count.
+        attempts = self._attempts.get((kind, status))
+        if attempts is None:
+            attempts = self._attempts[kind, status] = self.attempts.labels(kind, status)
+        attempts.inc(messages)
+        timing = self._send_seconds.get(kind)
+        if timing is None:
+            timing = self._send_seconds[kind] = self.send_seconds.labels(kind)
+        timing.observe(seconds)
 
     def claimed(self, mode: str, count: int) -> None:
         self.claims.labels(mode=mode).inc(count)

@@ -15,7 +15,6 @@ from typing import Final, NamedTuple
 from urllib.parse import urlsplit
 
 import aiohttp
-from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
 
 from tidings.channels.netguard import BlockedAddress, GuardedResolver, Network, check_literal_host
@@ -146,7 +145,7 @@ class HttpClient:
                 raw = await _read_capped(response.content, MAX_RESPONSE_BYTES)
                 return HttpResponse(
                     status=response.status,
-                    headers=CIMultiDictProxy(CIMultiDict(response.headers)),
+                    headers=response.headers,  # read-only already, and ours alone
                     text=raw.decode("utf-8", errors="replace"),
                 )
         except TimeoutError as error:  # asyncio's and aiohttp's timeouts alike
