@@ -28,7 +28,8 @@ from tidings.store.schema import channels, deliveries, events
 #: D2: a digest batch is a hard memory bound, clamped whatever a caller asks for.
 MAX_DIGEST_BATCH = 500
 SWEEPER_ID = "tidings:sweeper"
-EVENT_PREFIX = "event__"
+# An event's columns beside its delivery's in one result row: (name, label).
+_EVENT_LABELS = [(c.name, f"event__{c.name}") for c in events.c]
 
 d = deliveries
 _CLAIMABLE = [s.value for s in CLAIMABLE]
@@ -222,12 +223,12 @@ def _with_events(conn: Connection, lease: Any) -> list[ClaimedDelivery]:
         by_id = {e.id: e for e in (rows.event(r) for r in found.mappings())}
         return [ClaimedDelivery(delivery=x, event=by_id[x.event_id]) for x in leased]
     taken = lease.cte("leased")
-    event_columns = [c.label(f"{EVENT_PREFIX}{c.name}") for c in events.c]
+    event_columns = [c.label(label) for c, (_, label) in zip(events.c, _EVENT_LABELS, strict=True)]
     joined = select(taken, *event_columns).join(events, events.c.id == taken.c.event_id)
     return [
         ClaimedDelivery(
             delivery=rows.delivery(r),
-            event=rows.event({c.name: r[f"{EVENT_PREFIX}{c.name}"] for c in events.c}),
+            event=rows.event({name: r[label] for name, label in _EVENT_LABELS}),
         )
         for r in conn.execute(joined).mappings()
     ]
