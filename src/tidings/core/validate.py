@@ -72,7 +72,7 @@ def _string_map(field: str, value: object, max_entries: int | None = None) -> di
     """A str→str object (labels, templates); None reads as empty."""
     if value is None:
         return {}
-    if not isinstance(value, Mapping):
+    if type(value) is not dict and not isinstance(value, Mapping):
         raise ValidationError(field, "must be an object of string values")
     if max_entries is not None and len(value) > max_entries:
         raise ValidationError(field, f"must have at most {max_entries} entries")
@@ -90,7 +90,7 @@ def _json_object(field: str, value: object) -> JSON:
     """A JSON object (data, config) as a detached, normalised copy; None reads as empty."""
     if value is None:
         return {}
-    if not isinstance(value, Mapping):
+    if type(value) is not dict and not isinstance(value, Mapping):
         raise ValidationError(field, "must be an object")
     copy: JSON = _json_copy(field, value, depth=1)
     return copy
@@ -102,18 +102,19 @@ def _json_copy(path: str, value: object, depth: int) -> Any:
     # The depth bound also stops a self-referencing structure.
     if depth > MAX_JSON_DEPTH:
         raise ValidationError(path, f"nests deeper than {MAX_JSON_DEPTH} levels")
+    kind = type(value)
+    if kind is int or kind is bool or value is None:  # exact types first: ABC checks are slow
+        return value
     if isinstance(value, str):
         _storable(path, value)
         return str(value)
-    if isinstance(value, bool) or value is None:
-        return value
-    if isinstance(value, int):
+    if isinstance(value, int):  # an int subclass (IntEnum): its plain value
         return int(value)
     if isinstance(value, float):
         if not math.isfinite(value):
             raise ValidationError(path, "must be a finite number")
         return float(value)
-    if isinstance(value, Mapping):
+    if isinstance(value, dict | Mapping):  # dict first: the ABC check is the slow one
         copy: dict[str, Any] = {}
         for key, item in value.items():
             if not isinstance(key, str):
