@@ -53,6 +53,7 @@ class Wakeup:
     async def wait(self, timeout_s: float) -> bool:
         """True when woken, False when the timeout passed."""
         if self._hint is None or self._hint:
+            self._event.clear()
             return True  # a wake-up not yet taken (its waiter may have been cancelled)
         try:
             await asyncio.wait_for(self._event.wait(), timeout=max(timeout_s, 0.0))
