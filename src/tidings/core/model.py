@@ -257,7 +257,9 @@ def rfc3339(value: datetime | None) -> str | None:
     """RFC 3339 UTC with a `Z`, as every document tidings writes shows time."""
     if value is None:
         return None
-    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    if value.tzinfo is not UTC:  # stored times already are: skip the conversion
+        value = value.astimezone(UTC)
+    return value.isoformat().replace("+00:00", "Z")
 
 
 def event_document(event: Event) -> JSON:
