@@ -235,25 +235,25 @@ async def test_c1_attempt_rows_are_kept_with_the_outcome(hub: tidings.Hub) -> No
 
 
 async def test_only_a_realtime_claim_commits_without_waiting_for_the_wal_flush(
-    hub: tidings.Hub, backend: str
+    pg_url: str,
 ) -> None:
-    """A claim lost in a crash is re-sent like a lost lease, so it need not wait for the
-    flush; every other transaction (publishes, outcomes) still does."""
-    if backend != "postgresql":
-        pytest.skip("synchronous_commit is a PostgreSQL setting")
-    ch = await channel(hub)
-    await publish(hub)
+    """PostgreSQL only (SQLite has no such setting): a claim lost in a crash is re-sent like
+    a lost lease, so it need not wait for the flush; every other transaction still does."""
 
-    def claim_then_show(conn: Connection) -> str:
-        found = claiming.claim_realtime(conn, TxClock(conn, None, utc_now), ch.id, 10, 60, "w")
+    def claim_then_show(conn: Connection, channel_id: int) -> str:
+        clock = TxClock(conn, None, utc_now)
+        found = claiming.claim_realtime(conn, clock, channel_id, 10, 60, "w")
         assert found is not None
         return str(conn.exec_driver_sql("SHOW synchronous_commit").scalar())
 
     def show(conn: Connection) -> str:
         return str(conn.exec_driver_sql("SHOW synchronous_commit").scalar())
 
-    async with hub.store.engine.connect() as conn:
-        async with conn.begin():
-            assert await conn.run_sync(claim_then_show) == "off"
-        async with conn.begin():
-            assert await conn.run_sync(show) == "on"
+    async with tidings.Hub(pg_url) as hub:
+        ch = await channel(hub)
+        await publish(hub)
+        async with hub.store.engine.connect() as conn:
+            async with conn.begin():
+                assert await conn.run_sync(claim_then_show, ch.id) == "off"
+            async with conn.begin():
+                assert await conn.run_sync(show) == "on"
