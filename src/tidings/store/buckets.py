@@ -5,9 +5,11 @@ The math is `tidings.core.ratelimit`; this module only loads, locks and saves th
 
 from __future__ import annotations
 
+import functools
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import Select, bindparam, func, select, update
 from sqlalchemy.engine import Connection
 
 from tidings.core import ratelimit
@@ -35,12 +37,8 @@ def lock(conn: Connection, channel: Channel, clock: TxClock) -> ratelimit.Bucket
     locked and its claimers run side by side.
     """
     read_clock = clock.unread
-    stmt = select(rate_buckets).where(rate_buckets.c.channel_id == channel.id)
-    if read_clock:  # the clock rides along instead of costing its own round trip
-        stmt = stmt.add_columns(func.clock_timestamp(type_=UTCDateTime).label("clock_now"))
-    if is_postgres(conn) and channel.rate_per_min > 0:
-        stmt = stmt.with_for_update(skip_locked=True)
-    row = conn.execute(stmt).mappings().first()
+    stmt = _lock_statement(read_clock, is_postgres(conn) and channel.rate_per_min > 0)
+    row = conn.execute(stmt, {"channel": channel.id}).mappings().first()
     if row is None:
         if is_postgres(conn) and _exists(conn, channel.id):
             return None
@@ -51,6 +49,16 @@ def lock(conn: Connection, channel: Channel, clock: TxClock) -> ratelimit.Bucket
     return ratelimit.Bucket(
         tokens=row["tokens"], updated_at=row["updated_at"], paused_until=row["paused_until"]
     )
+
+
+@functools.cache
+def _lock_statement(read_clock: bool, skip_locked: bool) -> Select[Any]:
+    stmt = select(rate_buckets).where(rate_buckets.c.channel_id == bindparam("channel"))
+    if read_clock:  # the clock rides along instead of costing its own round trip
+        stmt = stmt.add_columns(func.clock_timestamp(type_=UTCDateTime).label("clock_now"))
+    if skip_locked:
+        stmt = stmt.with_for_update(skip_locked=True)
+    return stmt
 
 
 def save(conn: Connection, channel_id: int, bucket: ratelimit.Bucket) -> None:

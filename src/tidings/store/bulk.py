@@ -91,15 +91,25 @@ def _unnest_insert(
     constants: Mapping[str, ColumnElement[Any]],
 ) -> tuple[Any, dict[str, list[Any]]]:
     """The statement and its parameters: one array per column."""
-    source, picked = _unnest_source(table, tuple(names))
     arrays: dict[str, list[Any]] = {}
     for name in names:
         items = [row[name] for row in values]
         if _is_json(table.c[name].type):
             items = [None if item is None else json.dumps(item) for item in items]
         arrays[_array_param(name)] = items
+    if not constants:
+        return _plain_unnest_insert(table, tuple(names)), arrays
+    source, picked = _unnest_source(table, tuple(names))
     rows = select(*picked, *constants.values()).order_by(source.c[ORDINALITY])
     return postgresql.insert(table).from_select([*names, *constants], rows), arrays
+
+
+@functools.cache
+def _plain_unnest_insert(table: Table, names: tuple[str, ...]) -> Any:
+    """The whole statement when every value comes from the arrays: built once."""
+    source, picked = _unnest_source(table, names)
+    rows = select(*picked).order_by(source.c[ORDINALITY])
+    return postgresql.insert(table).from_select(list(names), rows)
 
 
 @functools.cache

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import bindparam, delete, func, select, update
 from sqlalchemy.engine import Connection
 
 from tidings.core.errors import Conflict, NotFound
@@ -15,9 +15,12 @@ from tidings.store import buckets, rows
 from tidings.store.clock import TxClock
 from tidings.store.schema import channels, deliveries
 
+# Read at the start of every claim: built once, its id bound at execution.
+_BY_ID = select(channels).where(channels.c.id == bindparam("channel"))
+
 
 def load_channel(conn: Connection, channel_id: int) -> Channel | None:
-    row = conn.execute(select(channels).where(channels.c.id == channel_id)).mappings().first()
+    row = conn.execute(_BY_ID, {"channel": channel_id}).mappings().first()
     return None if row is None else rows.channel(row)
 
 

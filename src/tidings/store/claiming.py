@@ -8,12 +8,25 @@ No lock outlives the transaction; the send happens after commit.
 
 from __future__ import annotations
 
+import functools
 import secrets
-from collections.abc import Sequence
 from dataclasses import replace
+from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, case, exists, func, not_, or_, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Executable,
+    and_,
+    bindparam,
+    case,
+    exists,
+    func,
+    not_,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.engine import Connection
 
 from tidings.core.model import AttemptRecord, Channel, Claim, ClaimedDelivery
@@ -23,13 +36,11 @@ from tidings.store.channel_ops import load_channel
 from tidings.store.clock import TxClock
 from tidings.store.dialect import ids_in, is_postgres
 from tidings.store.outcomes import insert_attempts
-from tidings.store.schema import channels, deliveries, events
+from tidings.store.schema import UTCDateTime, channels, deliveries, events
 
 #: D2: a digest batch is a hard memory bound, clamped whatever a caller asks for.
 MAX_DIGEST_BATCH = 500
 SWEEPER_ID = "tidings:sweeper"
-# An event's columns beside its delivery's in one result row: (name, label).
-_EVENT_LABELS = [(c.name, f"event__{c.name}") for c in events.c]
 
 d = deliveries
 _CLAIMABLE = [s.value for s in CLAIMABLE]
@@ -62,7 +73,7 @@ def claim_realtime(
     allowed = min(limit, buckets.budget(channel, bucket, now))
     if allowed <= 0:
         return None
-    claim = _lease(conn, clock, channel, allowed, lease_s, owner, (d.c.next_attempt_at, d.c.id))
+    claim = _lease(conn, clock, channel, allowed, lease_s, owner, by_id=False)
     if claim is not None:
         buckets.spend(conn, channel, bucket, now, len(claim))
     return claim
@@ -90,7 +101,7 @@ def claim_digest(
     if bucket is None or buckets.budget(channel, bucket, now) < 1:
         return None
     size = min(limit, MAX_DIGEST_BATCH)
-    claim = _lease(conn, clock, channel, size, lease_s, owner, (d.c.id,))
+    claim = _lease(conn, clock, channel, size, lease_s, owner, by_id=True)
     if claim is None:
         return None
     buckets.spend(conn, channel, bucket, now, 1)
@@ -144,10 +155,13 @@ def _load_for_claim(conn: Connection, channel_id: int) -> Channel | None:
     """
     if not is_postgres(conn):
         return load_channel(conn, channel_id)
-    async_commit = func.set_config("synchronous_commit", "off", True).label("async_commit")
-    stmt = select(channels, async_commit).where(channels.c.id == channel_id)
-    row = conn.execute(stmt).mappings().first()
+    row = conn.execute(_CHANNEL_ASYNC_COMMIT, {"channel": channel_id}).mappings().first()
     return None if row is None else rows.channel(row)
+
+
+_CHANNEL_ASYNC_COMMIT = select(
+    channels, func.set_config("synchronous_commit", "off", True).label("async_commit")
+).where(channels.c.id == bindparam("channel"))
 
 
 def _due(channel: Channel, clock: TxClock) -> ColumnElement[bool]:
@@ -165,73 +179,95 @@ def _lease(
     limit: int,
     lease_s: float,
     owner: str,
-    order: Sequence[Any],
+    by_id: bool,
 ) -> Claim | None:
-    # C7: the channel must still be enabled when the rows are taken, whatever was read before.
-    enabled = exists().where(channels.c.id == d.c.channel_id, channels.c.enabled)
-    # Rows the sweep would end (C2 spent leases, O5 expired) are never leased, swept or not.
-    sendable = [not_(and_(d.c.state == State.SENDING.value, d.c.attempts >= channel.max_attempts))]
-    if channel.max_age_s is not None:
-        sendable.append(d.c.created_at > clock.at(-channel.max_age_s))
-    picked = (
-        select(d.c.id)
-        .where(_due(channel, clock), enabled, *sendable)
-        .order_by(*order)
-        .limit(limit)
-        .with_for_update(skip_locked=True)
-        .cte("picked")
-        .prefix_with("MATERIALIZED", dialect="postgresql")
-    )
+    """Lease up to `limit` due rows, oldest due first (or by id, for a digest)."""
     token = secrets.token_hex(16)
-    lease_end = clock.at(lease_s)
-    stmt = (
-        update(d)
-        .where(d.c.id.in_(select(picked.c.id)))
-        .values(
-            state=State.SENDING.value,
-            attempts=d.c.attempts + 1,
-            next_attempt_at=lease_end,
-            lease_token=token,
-            lease_owner=owner,
-        )
-        .returning(*d.c)
-    )
-    items = sorted(_with_events(conn, stmt), key=lambda item: item.delivery.id)
+    now = clock.now()
+    params: dict[str, Any] = {
+        "channel": channel.id,
+        "now": now,
+        "max_attempts": channel.max_attempts,
+        "limit": limit,
+        "lease_end": now + timedelta(seconds=lease_s),
+        "token": token,
+        "owner": owner,
+    }
+    expires = channel.max_age_s is not None
+    if channel.max_age_s is not None:
+        params["born_after"] = now - timedelta(seconds=channel.max_age_s)
+    postgres = is_postgres(conn)
+    lease = _lease_statement(postgres, expires, by_id)
+    if postgres:
+        # One statement: the lease is a CTE joined to its events (saves a round trip).
+        found = conn.execute(lease, params).all()
+        items = [ClaimedDelivery(rows.delivery_at(r), rows.event_at(r, _WIDTH)) for r in found]
+    else:
+        # SQLite cannot put an UPDATE in a CTE; its round trips are in-process calls anyway.
+        leased = [rows.delivery_at(r) for r in conn.execute(lease, params)]
+        wanted = {"ids": list({x.event_id for x in leased})}
+        events_found = conn.execute(_EVENTS_BY_ID, wanted).all() if leased else []
+        by_event = {e.id: e for e in (rows.event_at(r) for r in events_found)}
+        items = [ClaimedDelivery(x, by_event[x.event_id]) for x in leased]
     if not items:
         return None
-    leased = [item.delivery for item in items]
+    items.sort(key=lambda item: item.delivery.id)
     return Claim(
         token=token,
         owner=owner,
         channel=channel,
         items=items,
-        lease_expires_at=leased[0].next_attempt_at,
+        lease_expires_at=items[0].delivery.next_attempt_at,
     )
 
 
-def _with_events(conn: Connection, lease: Any) -> list[ClaimedDelivery]:
-    """Run the lease and fetch the leased rows' events (E3: the claim carries the snapshot).
+_WIDTH = rows.DELIVERY_WIDTH
+_EVENTS_BY_ID = select(events).where(events.c.id.in_(bindparam("ids", expanding=True)))
 
-    On PostgreSQL in one statement: the lease is a CTE joined to its events, which saves a
-    round trip per claim. SQLite cannot put an UPDATE in a CTE, and its round trips are
-    in-process calls anyway.
-    """
-    if not is_postgres(conn):
-        leased = [rows.delivery(r) for r in conn.execute(lease).mappings()]
-        wanted = events.c.id.in_({x.event_id for x in leased})
-        found = conn.execute(select(events).where(wanted))
-        by_id = {e.id: e for e in (rows.event(r) for r in found.mappings())}
-        return [ClaimedDelivery(delivery=x, event=by_id[x.event_id]) for x in leased]
-    taken = lease.cte("leased")
-    event_columns = [c.label(label) for c, (_, label) in zip(events.c, _EVENT_LABELS, strict=True)]
-    joined = select(taken, *event_columns).join(events, events.c.id == taken.c.event_id)
-    return [
-        ClaimedDelivery(
-            delivery=rows.delivery(r),
-            event=rows.event({name: r[label] for name, label in _EVENT_LABELS}),
-        )
-        for r in conn.execute(joined).mappings()
+
+@functools.cache
+def _lease_statement(postgres: bool, expires: bool, by_id: bool) -> Executable:
+    """The lease, built once per shape: its values are bound at execution, so a claim neither
+    rebuilds the expression nor recomputes its cache key."""
+    now = bindparam("now", type_=UTCDateTime)
+    due = [
+        d.c.channel_id == bindparam("channel"),
+        d.c.state.in_(_CLAIMABLE),
+        d.c.next_attempt_at <= now,
     ]
+    # C7: the channel must still be enabled when the rows are taken, whatever was read before.
+    enabled = exists().where(channels.c.id == d.c.channel_id, channels.c.enabled)
+    # Rows the sweep would end (C2 spent leases, O5 expired) are never leased, swept or not.
+    spent = and_(d.c.state == State.SENDING.value, d.c.attempts >= bindparam("max_attempts"))
+    sendable = [not_(spent)]
+    if expires:
+        sendable.append(d.c.created_at > bindparam("born_after", type_=UTCDateTime))
+    order = (d.c.id,) if by_id else (d.c.next_attempt_at, d.c.id)
+    picked = (
+        select(d.c.id)
+        .where(*due, enabled, *sendable)
+        .order_by(*order)
+        .limit(bindparam("limit"))
+        .with_for_update(skip_locked=True)
+        .cte("picked")
+        .prefix_with("MATERIALIZED", dialect="postgresql")
+    )
+    lease = (
+        update(d)
+        .where(d.c.id.in_(select(picked.c.id)))
+        .values(
+            state=State.SENDING.value,
+            attempts=d.c.attempts + 1,
+            next_attempt_at=bindparam("lease_end", type_=UTCDateTime),
+            lease_token=bindparam("token"),
+            lease_owner=bindparam("owner"),
+        )
+        .returning(*d.c)
+    )
+    if not postgres:
+        return lease
+    taken = lease.cte("leased")
+    return select(taken, *events.c).join(events, events.c.id == taken.c.event_id)
 
 
 def _assign_batch(conn: Connection, claim: Claim) -> Claim:
