@@ -93,6 +93,21 @@ class Sink:
     def reset(self) -> None:
         self.client.post(self.url("/reset")).raise_for_status()
 
+    def wait_for(self, count: int, timeout_s: float) -> int:
+        """Block until the sink has counted `count` messages (a long poll, so waiting loads
+        nothing); answers the count reached, lower if `timeout_s` passed first."""
+        deadline = time.monotonic() + timeout_s
+        reached = 0
+        while time.monotonic() < deadline:
+            chunk = min(30.0, max(0.1, deadline - time.monotonic()))
+            answer = self.client.get(
+                self.url("/wait"), params={"count": count, "timeout": chunk}, timeout=chunk + 10
+            )
+            reached = int(answer.json()["count"])
+            if reached >= count:
+                break
+        return reached
+
     def stop(self) -> None:
         self.client.close()
         _stop(self.process)
@@ -416,7 +431,10 @@ def _run_e2e(
     with workers(tmp, db_url, processes, poll_interval_s=1, lease_s=120) as started:
         ready = [w.wait_started() for w in started]
         t0 = min(ready)
-        done_at, final = _drain(states, total, timeout_s)
+        # Wait on the sink first, then poll the database only for the last outcomes: counting
+        # every row's state all along would load the database being measured.
+        sink.wait_for(sink_before + total, timeout_s)
+        done_at, final = _drain(states, total, timeout_s, interval_s=0.01)
         if after_done:
             after_done()
         rss = [w.peak_rss_kib() for w in started]

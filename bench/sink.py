@@ -5,7 +5,7 @@ POST /lat       -> 200 "ok", counted; records time.time() - body.event.data.t (w
 POST /cgi-bin/webhook/send -> WeCom-like: errcode 0, or 40058 when content > 4096 bytes
 GET  /stats     -> {"count", "rejected", "latencies"}
 GET  /wait?count=N&timeout=S -> {"count"} once N messages arrived (or S seconds passed), so a
-                   latency probe waits without polling (polling would load the machine)
+                   probe waits without polling (polling would load the processes measured)
 POST /reset     -> zero everything
 """
 
@@ -20,12 +20,20 @@ from aiohttp import web
 
 LIMIT = 4096
 state: dict[str, object] = {"count": 0, "rejected": 0, "latencies": []}
-arrivals: list[asyncio.Event] = []  # one per waiting /wait request
+#: (count awaited, its future), one per waiting /wait request; woken once, when reached.
+waiters: list[tuple[int, asyncio.Future[None]]] = []
+
+
+def counted() -> None:
+    state["count"] = count = int(state["count"]) + 1  # type: ignore[call-overload]
+    for wanted, future in waiters:
+        if count >= wanted and not future.done():
+            future.set_result(None)
 
 
 async def hook(request: web.Request) -> web.Response:
     await request.read()
-    state["count"] = int(state["count"]) + 1  # type: ignore[call-overload]
+    counted()
     return web.Response(text="ok")
 
 
@@ -34,26 +42,22 @@ async def lat(request: web.Request) -> web.Response:
     now = time.time()
     sent_at = json.loads(body)["event"]["data"]["t"]
     state["latencies"].append(now - sent_at)  # type: ignore[attr-defined]
-    state["count"] = int(state["count"]) + 1  # type: ignore[call-overload]
-    for arrived in arrivals:
-        arrived.set()
+    counted()
     return web.Response(text="ok")
 
 
 async def wait(request: web.Request) -> web.Response:
     wanted = int(request.query["count"])
-    deadline = time.monotonic() + float(request.query.get("timeout", "15"))
-    arrived = asyncio.Event()
-    arrivals.append(arrived)
-    try:
-        while int(state["count"]) < wanted and time.monotonic() < deadline:  # type: ignore[call-overload]
-            arrived.clear()
-            try:
-                await asyncio.wait_for(arrived.wait(), max(0.0, deadline - time.monotonic()))
-            except TimeoutError:
-                break
-    finally:
-        arrivals.remove(arrived)
+    timeout = float(request.query.get("timeout", "15"))
+    if int(state["count"]) < wanted:  # type: ignore[call-overload]
+        waiter = (wanted, asyncio.get_running_loop().create_future())
+        waiters.append(waiter)
+        try:
+            await asyncio.wait_for(waiter[1], timeout)
+        except TimeoutError:
+            pass
+        finally:
+            waiters.remove(waiter)
     return web.json_response({"count": state["count"]})
 
 
@@ -68,7 +72,7 @@ async def wecom(request: web.Request) -> web.Response:
     if len(content.encode()) > LIMIT:
         state["rejected"] = int(state["rejected"]) + 1  # type: ignore[call-overload]
         return web.json_response({"errcode": 40058, "errmsg": f"content exceed max length {LIMIT}"})
-    state["count"] = int(state["count"]) + 1  # type: ignore[call-overload]
+    counted()
     return web.json_response({"errcode": 0, "errmsg": "ok"})
 
 
