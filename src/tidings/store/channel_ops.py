@@ -10,10 +10,10 @@ from sqlalchemy.engine import Connection
 
 from tidings.core.errors import Conflict, NotFound
 from tidings.core.model import Channel, ChannelSpec
-from tidings.core.states import CLAIMABLE, SkipReason, State
+from tidings.core.states import SkipReason, State
 from tidings.store import buckets, rows
 from tidings.store.clock import TxClock
-from tidings.store.schema import channels, deliveries
+from tidings.store.schema import channels, deliveries, is_live
 
 # Read at the start of every claim: built once, its id bound at execution.
 _BY_ID = select(channels).where(channels.c.id == bindparam("channel"))
@@ -93,7 +93,7 @@ def remove(conn: Connection, channel_id: int) -> None:
         .select_from(deliveries)
         .where(
             deliveries.c.channel_id == channel_id,
-            deliveries.c.state.in_([s.value for s in CLAIMABLE]),
+            is_live(),
         )
     )
     if live:

@@ -30,20 +30,19 @@ from sqlalchemy import (
 from sqlalchemy.engine import Connection
 
 from tidings.core.model import AttemptRecord, Channel, Claim, ClaimedDelivery
-from tidings.core.states import CLAIMABLE, AttemptStatus, Failure, Mode, State
+from tidings.core.states import AttemptStatus, Failure, Mode, State
 from tidings.store import buckets, rows
 from tidings.store.channel_ops import load_channel
 from tidings.store.clock import TxClock
 from tidings.store.dialect import ids_in, is_postgres
 from tidings.store.outcomes import insert_attempts
-from tidings.store.schema import UTCDateTime, channels, deliveries, events
+from tidings.store.schema import UTCDateTime, channels, deliveries, events, is_live
 
 #: D2: a digest batch is a hard memory bound, clamped whatever a caller asks for.
 MAX_DIGEST_BATCH = 500
 SWEEPER_ID = "tidings:sweeper"
 
 d = deliveries
-_CLAIMABLE = [s.value for s in CLAIMABLE]
 
 
 def claim_realtime(
@@ -167,7 +166,7 @@ _CHANNEL_ASYNC_COMMIT = select(
 def _due(channel: Channel, clock: TxClock) -> ColumnElement[bool]:
     return and_(
         d.c.channel_id == channel.id,
-        d.c.state.in_(_CLAIMABLE),
+        is_live(),
         d.c.next_attempt_at <= clock.at(),
     )
 
@@ -232,7 +231,7 @@ def _lease_statement(postgres: bool, expires: bool, by_id: bool) -> Executable:
     now = bindparam("now", type_=UTCDateTime)
     due = [
         d.c.channel_id == bindparam("channel"),
-        d.c.state.in_(_CLAIMABLE),
+        is_live(),
         d.c.next_attempt_at <= now,
     ]
     # C7: the channel must still be enabled when the rows are taken, whatever was read before.

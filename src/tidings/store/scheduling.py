@@ -8,20 +8,18 @@ from sqlalchemy import func, select
 from sqlalchemy.engine import Connection
 
 from tidings.core.model import Channel
-from tidings.core.states import CLAIMABLE
 from tidings.store import rows
 from tidings.store.clock import TxClock
-from tidings.store.schema import channels, deliveries
+from tidings.store.schema import channels, deliveries, is_live
 
 d = deliveries
-_LIVE = [s.value for s in CLAIMABLE]
 
 
 def due_channels(conn: Connection, clock: TxClock) -> list[Channel]:
     """Enabled channels with at least one claimable row due now."""
     due = (
         select(d.c.id)
-        .where(d.c.channel_id == channels.c.id, d.c.state.in_(_LIVE))
+        .where(d.c.channel_id == channels.c.id, is_live())
         .where(d.c.next_attempt_at <= clock.at())
         .exists()
     )
@@ -34,7 +32,7 @@ def next_due_at(conn: Connection) -> datetime | None:
     stmt = (
         select(func.min(d.c.next_attempt_at))
         .select_from(d.join(channels, channels.c.id == d.c.channel_id))
-        .where(channels.c.enabled, d.c.state.in_(_LIVE))
+        .where(channels.c.enabled, is_live())
     )
     value: datetime | None = conn.scalar(stmt)
     return value

@@ -25,9 +25,13 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     UniqueConstraint,
+    literal_column,
     text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.sql.elements import ColumnElement
+
+from tidings.core.states import CLAIMABLE
 
 NAMING = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -114,6 +118,10 @@ channels = Table(
     UniqueConstraint("name"),
 )
 
+#: The live (claimable) states, in a fixed order, as the claim index's predicate names them.
+LIVE_STATES = tuple(sorted(s.value for s in CLAIMABLE))
+_LIVE_PREDICATE = "state IN (" + ", ".join(f"'{s}'" for s in LIVE_STATES) + ")"
+
 deliveries = Table(
     "deliveries",
     metadata,
@@ -137,13 +145,24 @@ deliveries = Table(
         "ix_deliveries_claimable",
         "channel_id",
         "next_attempt_at",
-        postgresql_where=text("state IN ('pending', 'sending')"),
-        sqlite_where=text("state IN ('pending', 'sending')"),
+        postgresql_where=text(_LIVE_PREDICATE),
+        sqlite_where=text(_LIVE_PREDICATE),
     ),
     Index(None, "channel_id", "state"),
     Index(None, "state"),
     Index(None, "created_at"),
 )
+
+
+def is_live() -> ColumnElement[bool]:
+    """`deliveries.state IN ('pending', 'sending')`, with the states as literals.
+
+    Only then can the planner use the claim index: the query must imply the index predicate,
+    and a bound parameter could hold any state (SQLite then scans the channel's rows and
+    sorts them; a generic PostgreSQL plan scans the table).
+    """
+    return deliveries.c.state.in_([literal_column(f"'{s}'") for s in LIVE_STATES])
+
 
 attempts = Table(
     "attempts",
