@@ -1,4 +1,4 @@
-"""The claim reads its partial index on both backends (C1).
+"""The claim reads its partial index, in order, on both backends (C1).
 
 The index covers the live states only; a query reaches it only when its own condition names
 those states as literals. Bound as parameters, SQLite scanned every row of the channel and
@@ -64,4 +64,6 @@ async def test_the_claim_uses_the_claim_index(hub: tidings.Hub) -> None:
             result = await conn.exec_driver_sql(f"EXPLAIN EXECUTE lease_plan({values})")
             plan = "\n".join(str(row[0]) for row in result)
             await conn.rollback()
+            # The index gives the claim's order: no sort of every due row before the LIMIT.
+            assert "Sort" not in plan, plan
         assert "ix_deliveries_claimable" in plan, plan

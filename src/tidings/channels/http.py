@@ -5,6 +5,7 @@ Imports aiohttp, tidings.channels.netguard and tidings.core.
 
 from __future__ import annotations
 
+import functools
 import re
 import traceback
 from collections.abc import Mapping, Sequence
@@ -138,9 +139,9 @@ class HttpClient:
             async with self._session.post(
                 target,
                 data=body,
-                headers=dict(headers),
+                headers=headers,
                 allow_redirects=False,
-                timeout=aiohttp.ClientTimeout(total=timeout_s),
+                timeout=_timeout(timeout_s),
             ) as response:
                 raw = await _read_capped(response.content, MAX_RESPONSE_BYTES)
                 return HttpResponse(
@@ -150,6 +151,12 @@ class HttpClient:
                 )
         except TimeoutError as error:  # asyncio's and aiohttp's timeouts alike
             raise RequestTimeout(timeout_s) from error
+
+
+@functools.lru_cache(maxsize=64)
+def _timeout(total_s: float) -> aiohttp.ClientTimeout:
+    """One (immutable) timeout object per distinct value: channels share a handful."""
+    return aiohttp.ClientTimeout(total=total_s)
 
 
 def _target(url: str) -> URL:
@@ -167,8 +174,11 @@ def _target(url: str) -> URL:
 async def _read_capped(stream: aiohttp.StreamReader, limit: int) -> bytes:
     """At most `limit` bytes of the body; the rest is never read (the connection is then
     closed rather than reused), so a huge answer cannot exhaust memory."""
-    chunks: list[bytes] = []
-    size = 0
+    first = await stream.read(limit)
+    if not first or stream.at_eof() or len(first) >= limit:
+        return first  # the usual short answer, whole in one read
+    chunks = [first]
+    size = len(first)
     while size < limit:
         chunk = await stream.read(limit - size)
         if not chunk:

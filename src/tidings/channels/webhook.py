@@ -25,8 +25,12 @@ _MAX_BODY_BYTES = 16 * 1_048_576
 _RESERVED_HEADERS = {"content-type", "webhook-id", "webhook-timestamp", "webhook-signature"}
 
 
+# Built once: json.dumps with options builds a new encoder on every call.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
 def _encode(document: dict[str, Any]) -> bytes:
-    return json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode()
+    return _ENCODER.encode(document).encode()
 
 
 class WebhookAdapter(Adapter):

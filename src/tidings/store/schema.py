@@ -140,11 +140,13 @@ deliveries = Table(
     Column("created_at", UTCDateTime, nullable=False),
     Column("sent_at", UTCDateTime),
     UniqueConstraint("event_id", "channel_id"),
-    # The claim's access path: due rows of one channel, only among the live ones.
+    # The claim's access path: due rows of one channel, only among the live ones, in the
+    # claim's order (next_attempt_at, id), so a claim stops after the rows it takes.
     Index(
         "ix_deliveries_claimable",
         "channel_id",
         "next_attempt_at",
+        "id",
         postgresql_where=text(_LIVE_PREDICATE),
         sqlite_where=text(_LIVE_PREDICATE),
     ),
