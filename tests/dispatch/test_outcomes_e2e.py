@@ -18,6 +18,7 @@ from tidings.core.errors import ConfigError
 from tidings.core.model import Channel, Event
 from tidings.core.outcome import Outcome
 from tidings.core.states import AttemptStatus, Failure, State
+from tidings.dispatch import sending
 
 
 async def test_o2_500_500_200_is_sent_after_three_attempts(hub: tidings.Hub, sink: Sink) -> None:
@@ -158,6 +159,33 @@ class _Exploding(Adapter):
 
     async def send(self, ctx: SendContext, channel: Channel, message: Message) -> Outcome:
         raise RuntimeError("adapter bug: kaboom")
+
+
+class _Deaf(_Exploding):
+    """Ignores its timeout: only the dispatcher's own guard can end its send."""
+
+    kind: ClassVar[str] = "deaf"
+
+    async def send(self, ctx: SendContext, channel: Channel, message: Message) -> Outcome:
+        await asyncio.sleep(3600)
+        raise AssertionError("not reached")
+
+
+async def test_an_adapter_ignoring_its_timeout_is_cut_off_and_retried(
+    hub: tidings.Hub, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sending, "TIMEOUT_GRACE_S", 0.2)
+    await hub.channels.create(
+        name="x", kind="deaf", timeout_s=0.3, max_attempts=2, retry_backoff_s=0.05
+    )
+    async with running(hub, extra_adapters=[_Deaf()], lease_s=5.0):
+        await hub.publish(kind="a.b", subject="s")
+        (row,) = await settled(hub, 1, timeout_s=20)
+    assert (row.state, row.failure, row.attempts) == (State.FAILED, Failure.EXHAUSTED, 2)
+    log = (await hub.delivery(row.id)).attempts_log
+    assert [a.status for a in log] == [AttemptStatus.RETRYABLE, AttemptStatus.RETRYABLE]
+    assert log[0].error == "no answer within 0.3 s"
+    assert all(400 <= (a.duration_ms or 0) < 3000 for a in log)
 
 
 async def test_unexpected_adapter_exception_is_a_retry_with_the_traceback(

@@ -100,6 +100,9 @@ class Adapter(ABC):
     limits: ClassVar[Limits]
     #: Config keys holding secrets: never shown in reads, logs or errors.
     secret_fields: ClassVar[tuple[str, ...]] = ()
+    #: True when a send is a single `HttpClient.post`, whose total timeout already bounds
+    #: it: the dispatcher then sets no timer of its own (one per send costs ~5 µs).
+    bounded_by_http_timeout: ClassVar[bool] = False
 
     def validate_config(self, config: dict[str, Any]) -> dict[str, Any]:
         """Check a channel's config when it is saved; raise ValidationError naming the key."""

@@ -30,6 +30,7 @@ class ChatAdapter(Adapter):
     #: The keyed webhook URL is the credential for most robots: never shown, never logged.
     secret_fields: ClassVar[tuple[str, ...]] = ("webhook_url",)
     url_field: ClassVar[str] = "webhook_url"
+    bounded_by_http_timeout: ClassVar[bool] = True
 
     # -- configuration --------------------------------------------------------------------
 

@@ -39,6 +39,7 @@ class WebhookAdapter(Adapter):
         max_message_size=DEFAULT_MAX_BODY_BYTES, size_unit="bytes", flavour="json"
     )
     secret_fields: ClassVar[tuple[str, ...]] = ("secret",)
+    bounded_by_http_timeout: ClassVar[bool] = True
 
     def validate_config(self, config: dict[str, Any]) -> dict[str, Any]:
         url = config.get("url")

@@ -105,6 +105,7 @@ class Dispatcher:
             registry=self.registry,
             send_context=lambda: SendContext(http=http, store=self.store, attempt_at=_utc_now()),
             slots=asyncio.Semaphore(self.config.concurrency),
+            lanes=self.config.concurrency,
             worker_id=self.config.worker_id,
             lease_s=self.config.lease_s,
             claim_size=self.config.claim_size,

@@ -13,9 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from tidings.channels.base import SendContext, Target
+from tidings.channels.base import Adapter, SendContext, Target
 from tidings.channels.registry import Registry
-from tidings.core.model import Channel, Claim
+from tidings.core.model import Channel, Claim, ClaimedDelivery
 from tidings.core.outcome import Delivered, Partial, attempt_status
 from tidings.dispatch import report, sending
 from tidings.dispatch.report import SendResult
@@ -41,6 +41,9 @@ class JobContext:
     rand: Callable[[], float]
     clock: Callable[[], datetime]
     stopping: asyncio.Event
+    #: Sends one realtime claim runs side by side (the dispatcher's concurrency: more lanes
+    #: than slots would only wait).
+    lanes: int = 50
     metrics: Metrics | None = None
     #: channel id -> monotonic time of its last sweep by this dispatcher (shared by its jobs,
     #: so a trickle of single events does not sweep on every claim either).
@@ -91,22 +94,42 @@ async def run_realtime(ctx: JobContext, channel: Channel) -> bool:
 
 
 async def _send_claim(ctx: JobContext, claim: Claim) -> None:
+    """Send every row of a realtime claim, at most `ctx.slots` at once across the dispatcher.
+
+    A few lanes each take the next row until none is left, rather than a task per row: a
+    task costs ~3 µs to create, schedule and gather, a noticeable share of a send.
+    """
     adapter = ctx.registry.get(claim.channel.kind)
+    rows = iter(claim.items)
+    results: list[SendResult] = []  # kept outside the lanes: a cancel must not forget a send
 
-    async def one(index: int) -> SendResult:
-        item = claim.items[index]
-        async with ctx.slots:
-            target = Target((item.delivery.id,))
-            try:
-                message = sending.render_single(adapter, claim.channel, target, item.event)
-            except Exception as error:
-                return sending.render_failed(target.delivery_ids, None, error, ctx.clock)
-            return await sending.send(
-                adapter, ctx.send_context(), claim.channel, message, ctx.clock
-            )
+    async def lane() -> None:
+        for item in rows:
+            async with ctx.slots:
+                results.append(await _send_one(ctx, adapter, claim.channel, item))
 
-    tasks = [asyncio.create_task(one(i)) for i in range(len(claim.items))]
-    await _finish(ctx, claim, tasks)
+    lanes = [asyncio.create_task(lane()) for _ in range(min(len(claim.items), ctx.lanes))]
+    try:
+        await asyncio.gather(*lanes)
+    except BaseException:
+        # Cancelled (W3) or broken: record what was sent and give the rest back.
+        for task in lanes:
+            task.cancel()
+        await asyncio.gather(*lanes, return_exceptions=True)
+        await asyncio.shield(_write(ctx, claim, results))
+        raise
+    await _write(ctx, claim, results)
+
+
+async def _send_one(
+    ctx: JobContext, adapter: Adapter, channel: Channel, item: ClaimedDelivery
+) -> SendResult:
+    target = Target((item.delivery.id,))
+    try:
+        message = sending.render_single(adapter, channel, target, item.event)
+    except Exception as error:
+        return sending.render_failed(target.delivery_ids, None, error, ctx.clock)
+    return await sending.send(adapter, ctx.send_context(), channel, message, ctx.clock)
 
 
 async def run_digest(ctx: JobContext, channel: Channel) -> bool:
@@ -160,31 +183,13 @@ async def _send_digest(ctx: JobContext, claim: Claim) -> None:
     await _write(ctx, claim, results)
 
 
-async def _finish(ctx: JobContext, claim: Claim, tasks: list[asyncio.Task[SendResult]]) -> None:
-    """Wait for the sends and record them; on cancellation record what finished and give the
-    rest back, so a shutdown leaves no row `sending` (W3)."""
-    try:
-        await asyncio.gather(*tasks)
-    except asyncio.CancelledError:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        await asyncio.shield(_record(ctx, claim, tasks))
-        raise
-    await _record(ctx, claim, tasks)
-
-
-async def _record(ctx: JobContext, claim: Claim, tasks: list[asyncio.Task[SendResult]]) -> None:
-    results = [t.result() for t in tasks if t.done() and not t.cancelled() and not t.exception()]
-    await _write(ctx, claim, results)
-
-
 async def _write(ctx: JobContext, claim: Claim, results: list[SendResult]) -> None:
     if ctx.metrics:
         for result in results:
             seconds = (result.finished_at - result.started_at).total_seconds()
             status = attempt_status(result.outcome).value
             ctx.metrics.sent(claim.channel.kind, status, seconds)
+    results.sort(key=lambda result: result.ids[0])  # attempt rows in delivery order
     covered = {i for result in results for i in result.ids}
     unsent = [i for i in claim.ids if i not in covered]
     await report.record(

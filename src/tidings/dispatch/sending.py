@@ -1,7 +1,8 @@
 """One send: render to fit, call the adapter, time it, and never let an exception escape.
 
 An adapter that raises (a bug, an unexpected library error) produces a retry whose attempt
-row carries the traceback; an adapter that ignores its timeout is cut off a little later.
+row carries the traceback; an adapter that ignores its timeout is cut off a little later
+(one whose send is a single HTTP request is bounded by that request's own timeout).
 """
 
 from __future__ import annotations
@@ -127,6 +128,8 @@ async def _guarded(
             f"below the limit of {limit}",
         )
     try:
+        if adapter.bounded_by_http_timeout:
+            return await adapter.send(ctx, channel, message)
         # asyncio.timeout, unlike wait_for on 3.11, runs the send without a task of its own.
         async with asyncio.timeout(channel.timeout_s + TIMEOUT_GRACE_S):
             return await adapter.send(ctx, channel, message)
