@@ -67,6 +67,8 @@ class UTCDateTime(TypeDecorator[datetime]):
         if isinstance(value, str):  # a raw SQLite value, e.g. from min() over the column
             value = datetime.fromisoformat(value)
         assert isinstance(value, datetime)
+        if value.tzinfo is UTC:  # asyncpg's answer already: skip the conversion
+            return value
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
