@@ -33,7 +33,7 @@ class Settings(BaseSettings):
     allowed_private_networks: str = ""
     concurrency: int = Field(50, ge=1, le=10_000)
     #: Rows one realtime claim may lease (never more than the channel's rate budget).
-    claim_size: int = Field(200, ge=1, le=5_000)
+    claim_size: int = Field(500, ge=1, le=5_000)
     grace_s: float = Field(20.0, ge=0, le=3600)
 
     @field_validator("allowed_private_networks")

@@ -43,7 +43,7 @@ class DispatcherConfig:
     #: Sends in flight at once, across all channels.
     concurrency: int = 50
     #: Rows one realtime claim may take (never more than the channel's rate budget).
-    claim_size: int = 200
+    claim_size: int = 500
     #: W3: how long in-flight sends may finish after a stop before they are given back.
     grace_s: float = 20.0
     allowed_networks: tuple[IPv4Network | IPv6Network, ...] = field(default_factory=tuple)

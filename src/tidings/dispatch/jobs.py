@@ -74,7 +74,8 @@ async def run_realtime(ctx: JobContext, channel: Channel) -> bool:
             leased = True
             if ctx.metrics:
                 ctx.metrics.claimed("realtime", len(claim))
-            running.add(asyncio.create_task(_send_claim(ctx, claim)))
+            # `now` was read before the claim asked, so the lease ends after `now + lease_s`.
+            running.add(asyncio.create_task(_send_claim(ctx, claim, now + ctx.lease_s)))
             if len(claim) < ctx.claim_size:
                 # A short claim took what was due: finish it before asking again.
                 await asyncio.gather(*running)
@@ -93,19 +94,33 @@ async def run_realtime(ctx: JobContext, channel: Channel) -> bool:
     return leased
 
 
-async def _send_claim(ctx: JobContext, claim: Claim) -> None:
+async def _send_claim(ctx: JobContext, claim: Claim, lease_ends: float) -> None:
     """Send every row of a realtime claim, at most `ctx.slots` at once across the dispatcher.
 
     A few lanes each take the next row until none is left, rather than a task per row: a
     task costs ~3 µs to create, schedule and gather, a noticeable share of a send.
+
+    A row still waiting for a slot when its lease could end before its send does (many
+    slow receivers ahead of it) is not sent but given back, claimable again at once with
+    its attempt revoked: sent that late it could go out twice, once by whoever leased it
+    next. The first row of a claim always goes, so a claim always makes progress.
     """
     adapter = ctx.registry.get(claim.channel.kind)
+    longest_send = claim.channel.timeout_s
+    if not adapter.bounded_by_http_timeout:
+        longest_send += sending.TIMEOUT_GRACE_S
+    start_by = lease_ends - longest_send  # monotonic clock
     rows = iter(claim.items)
     results: list[SendResult] = []  # kept outside the lanes: a cancel must not forget a send
+    started = 0
 
     async def lane() -> None:
+        nonlocal started
         for item in rows:
             async with ctx.slots:
+                if started and time.monotonic() > start_by:
+                    continue  # left out of the results: given back by _write
+                started += 1
                 results.append(await _send_one(ctx, adapter, claim.channel, item))
 
     lanes = [asyncio.create_task(lane()) for _ in range(min(len(claim.items), ctx.lanes))]
