@@ -25,7 +25,7 @@ async def _lease_sql(hub: tidings.Hub) -> tuple[str, Any]:
         if "picked" in sql:
             seen.append((sql, params))
 
-    engine = hub.store.engine.sync_engine
+    engine = hub.store.sync_engine
     event.listen(engine, "before_cursor_execute", capture)
     try:
         ch = await channel(hub)

@@ -10,8 +10,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import sqlalchemy
 from sqlalchemy import event, exc
-from sqlalchemy.engine import URL, Connection
+from sqlalchemy.engine import URL, Connection, Engine
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
@@ -61,8 +62,23 @@ def _sqlite_engine(url: URL) -> AsyncEngine:
     engine = create_async_engine(
         url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000, "check_same_thread": False}
     )
-    sync_engine = engine.sync_engine
+    _sqlite_setup(engine.sync_engine)
+    return engine
 
+
+def sqlite_thread_engine(url: URL) -> Engine:
+    """The plain (pysqlite) engine the store runs whole SQLite transactions on, one thread
+    hop each: aiosqlite hops to its thread for every execute, fetch and close, and SQLite
+    works in C with the GIL released, so a transaction in a thread overlaps the sends."""
+    engine = sqlalchemy.create_engine(
+        url.set(drivername="sqlite+pysqlite"),
+        connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000, "check_same_thread": False},
+    )
+    _sqlite_setup(engine)
+    return engine
+
+
+def _sqlite_setup(sync_engine: Engine) -> None:
     @event.listens_for(sync_engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         # Take transaction control from the driver so BEGIN is ours to issue.
@@ -78,5 +94,3 @@ def _sqlite_engine(url: URL) -> AsyncEngine:
     def _on_begin(conn: Connection) -> None:
         read_only = conn.get_execution_options().get(READ_ONLY, False)
         conn.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
-
-    return engine

@@ -8,13 +8,17 @@ caller's own transaction (sync or async) can run them too. Foreign database erro
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
+import threading
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any, TypeVar
 
 from sqlalchemy import exc
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tidings.core.errors import Conflict, StoreError, TidingsError
@@ -47,11 +51,19 @@ from tidings.store import (
     tokens,
 )
 from tidings.store.clock import AppClock, TxClock, utc_now
-from tidings.store.engine import READ_ONLY, create_engine
+from tidings.store.engine import READ_ONLY, create_engine, sqlite_thread_engine
 from tidings.store.notify import OnWork, PostgresListener
 from tidings.store.url import parse
 
 log = logging.getLogger("tidings.store")
+#: Threads running SQLite transactions (writers take turns anyway; readers run beside them).
+SQLITE_THREADS = 4
+
+
+class _Abandoned(Exception):
+    """Rolls back the transaction of a caller that was cancelled while it ran."""
+
+
 T = TypeVar("T")
 Op = Callable[..., T]
 
@@ -60,6 +72,12 @@ class Store:
     def __init__(self, url: str, *, clock: AppClock = utc_now, pool_size: int = 10) -> None:
         self.url = parse(url)
         self.engine: AsyncEngine = create_engine(self.url, pool_size=pool_size)
+        # SQLite: every store operation runs as one transaction on a thread of its own.
+        self._threaded: Engine | None = None
+        self._threads: ThreadPoolExecutor | None = None
+        if self.backend == "sqlite":
+            self._threaded = sqlite_thread_engine(self.url)
+            self._threads = ThreadPoolExecutor(SQLITE_THREADS, thread_name_prefix="tidings-db")
         self._clock = clock
         #: C3: writes refused because the lease had passed to another worker.
         self.fenced_writes = 0
@@ -70,8 +88,16 @@ class Store:
     def backend(self) -> str:
         return self.url.get_backend_name()
 
+    @property
+    def sync_engine(self) -> Engine:
+        """The engine that runs the store's statements (its events see every one of them)."""
+        return self._threaded if self._threaded is not None else self.engine.sync_engine
+
     async def close(self) -> None:
         await self.engine.dispose()
+        if self._threads is not None and self._threaded is not None:
+            self._threads.shutdown(wait=True)
+            self._threaded.dispose()
 
     async def _run(
         self, op: Op[T], *args: Any, now: datetime | None = None, read_only: bool = False
@@ -80,6 +106,8 @@ class Store:
             return op(conn, TxClock(conn, now, self._clock), *args)
 
         try:
+            if self._threads is not None:
+                return await self._in_thread(call, read_only)
             async with self.engine.connect() as conn:
                 if read_only:
                     await conn.execution_options(**{READ_ONLY: True})
@@ -91,6 +119,36 @@ class Store:
             raise Conflict(f"conflicts with stored data: {error.orig}") from error
         except (exc.DBAPIError, exc.InterfaceError, OSError) as error:
             raise StoreError(f"database error: {error}") from error
+
+    async def _in_thread(self, call: Callable[[Connection], T], read_only: bool) -> T:
+        """Run `call` in one SQLite transaction on a store thread.
+
+        A caller cancelled meanwhile (a stopping dispatcher) gets the transaction rolled
+        back if it has not committed yet, as the connection's exit would have done.
+        """
+        assert self._threads is not None
+        assert self._threaded is not None
+        engine = self._threaded
+        abandoned = threading.Event()
+
+        def transaction() -> T:
+            with engine.connect() as conn:
+                if read_only:
+                    conn = conn.execution_options(**{READ_ONLY: True})
+                with conn.begin():
+                    result = call(conn)
+                    if abandoned.is_set():
+                        raise _Abandoned
+                    return result
+
+        future = asyncio.get_running_loop().run_in_executor(self._threads, transaction)
+        try:
+            return await asyncio.shield(future)
+        except asyncio.CancelledError:
+            abandoned.set()
+            with contextlib.suppress(BaseException):
+                await future
+            raise
 
     # -- schema ---------------------------------------------------------------------------
 

@@ -1,0 +1,72 @@
+"""SQLite runs each store operation as one transaction on a store thread: a caller cancelled
+while it runs (a dispatcher stopping mid-claim) leaves nothing behind."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import threading
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import event
+
+import tidings
+from tests.store.helpers import channel, publish, states
+from tidings.core.states import State
+
+
+@pytest.fixture
+async def sqlite_hub(tmp_path: Path, sqlite_template: Path) -> AsyncIterator[tidings.Hub]:
+    path = tmp_path / "tidings.db"
+    shutil.copy(sqlite_template, path)
+    async with tidings.Hub(f"sqlite:///{path}") as hub:
+        yield hub
+
+
+async def test_a_claim_cancelled_while_it_runs_is_rolled_back(sqlite_hub: tidings.Hub) -> None:
+    hub = sqlite_hub
+    ch = await channel(hub)
+    await publish(hub, 3)
+    leasing = threading.Event()
+
+    def slow_lease(_conn: Any, _cursor: Any, sql: str, *_rest: Any) -> None:
+        if "picked" in sql:
+            leasing.set()
+            time.sleep(0.5)  # the caller is cancelled meanwhile
+
+    engine = hub.store.sync_engine
+    event.listen(engine, "after_cursor_execute", slow_lease)
+    try:
+        task = asyncio.create_task(hub.store.claim_realtime(ch.id, 10, 60.0, "w"))
+        assert await asyncio.to_thread(leasing.wait, 10)  # the lease is running
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    finally:
+        event.remove(engine, "after_cursor_execute", slow_lease)
+    rows = await states(hub)
+    assert [r.state for r in rows.values()] == [State.PENDING] * 3
+    assert [r.attempts for r in rows.values()] == [0] * 3
+    again = await hub.store.claim_realtime(ch.id, 10, 60.0, "w")
+    assert again is not None
+    assert len(again) == 3
+
+
+async def test_store_operations_run_off_the_event_loop(sqlite_hub: tidings.Hub) -> None:
+    seen: list[str] = []
+
+    def where(*_args: Any) -> None:
+        seen.append(threading.current_thread().name)
+
+    engine = sqlite_hub.store.sync_engine
+    event.listen(engine, "before_cursor_execute", where)
+    try:
+        await publish(sqlite_hub, 1)
+    finally:
+        event.remove(engine, "before_cursor_execute", where)
+    assert seen
+    assert all(name.startswith("tidings-db") for name in seen)
