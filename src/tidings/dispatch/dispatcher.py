@@ -79,6 +79,8 @@ class Dispatcher:
         self._rand = rand
         self._stopping = asyncio.Event()
         self._jobs: dict[int, asyncio.Task[bool]] = {}
+        #: Set when a job ends, so the loop looks again (one event however many jobs run).
+        self._job_ended = asyncio.Event()
         self._resting: dict[int, float] = {}  # channel id -> monotonic time to look again
         # Realtime channels seen due (a claim reloads the channel, so staleness is harmless).
         self._realtime: dict[int, Channel] = {}
@@ -148,6 +150,7 @@ class Dispatcher:
 
     def _job_done(self, channel: Channel, task: asyncio.Task[bool]) -> None:
         self._jobs.pop(channel.id, None)
+        self._job_ended.set()
         if task.cancelled():
             return
         error = task.exception()
@@ -178,13 +181,17 @@ class Dispatcher:
             timeout = min(timeout, min(resting))
         waiters = [asyncio.create_task(wakeup.wait(timeout))]
         waiters.append(asyncio.create_task(self._stopping.wait()))
-        waiters.extend(asyncio.ensure_future(asyncio.shield(j)) for j in self._jobs.values())
+        waiters.append(asyncio.create_task(self._job_ended.wait()))  # at once if one ended
         try:
             await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
         finally:
             for waiter in waiters:
                 waiter.cancel()
             await asyncio.gather(*waiters, return_exceptions=True)
+        if self._job_ended.is_set():
+            # Jobs that end together are looked at together: let the others finish first.
+            await asyncio.sleep(0)
+            self._job_ended.clear()
         woken = waiters[0]
         if not (woken.done() and not woken.cancelled() and woken.result()):
             return None

@@ -1,8 +1,9 @@
 """Per-channel jobs: drain a realtime channel claim by claim, or send a due digest.
 
-A job stops when its claim comes back empty (nothing due, no rate budget, or another worker
-holds the rows) or the dispatcher is stopping. If it is cancelled mid-send (W3 after the
-grace period), the results it has are written and the unsent rows are given back.
+A job stops when a claim comes back short or empty (it took what was due, the rate budget
+ran out, or another worker holds the rows) or the dispatcher is stopping. If it is cancelled
+mid-send (W3 after the grace period), the results it has are written and the unsent rows are
+given back.
 """
 
 from __future__ import annotations
@@ -77,10 +78,13 @@ async def run_realtime(ctx: JobContext, channel: Channel) -> bool:
             # `now` was read before the claim asked, so the lease ends after `now + lease_s`.
             running.add(asyncio.create_task(_send_claim(ctx, claim, now + ctx.lease_s)))
             if len(claim) < ctx.claim_size:
-                # A short claim took what was due: finish it before asking again.
+                # A short claim took what was due (or what the rate allowed): finish it and
+                # end the job. Rows that fall due later wake the dispatcher, which asks once
+                # for every channel instead of each job claiming again to find nothing.
                 await asyncio.gather(*running)
                 running.clear()
-            elif len(running) >= CLAIMS_IN_FLIGHT:
+                break
+            if len(running) >= CLAIMS_IN_FLIGHT:
                 done, running = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
                 for task in done:
                     task.result()  # a failure to record ends the job like before
