@@ -240,3 +240,15 @@ async def test_e1_a_large_batch_answers_each_event_with_what_was_stored(hub: tid
     assert results[0].event == stored.event
     assert sum(r.created for r in results) == 1500 - 300 + 9
     assert await count(hub, "events") == 1 + 1500 - 300 + 9
+
+
+async def test_e3_a_batch_keeps_integers_beyond_64_bits_exactly(hub: tidings.Hub) -> None:
+    # Ten events: enough for the array insert on PostgreSQL, whose JSON writer needs its
+    # fallback for these.
+    await channel(hub)
+    results = await hub.publish_many(
+        [{"kind": "scan.done", "subject": f"s:{i}", "data": {"n": 2**70 + i}} for i in range(10)]
+    )
+    for i, result in enumerate(results):
+        stored = await hub.get_event(result.event.id)
+        assert stored.event.data == {"n": 2**70 + i}

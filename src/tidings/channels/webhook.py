@@ -7,13 +7,13 @@ message's stable id, so a receiver can drop the rare duplicate.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from tidings.channels import signing
 from tidings.channels.base import Adapter, Limits, Message, SendContext, Target
 from tidings.channels.http import classify, outcome_for_exception
+from tidings.core import jsontext
 from tidings.core.errors import ValidationError
 from tidings.core.model import Channel, Event, event_document
 from tidings.core.outcome import Outcome
@@ -25,12 +25,8 @@ _MAX_BODY_BYTES = 16 * 1_048_576
 _RESERVED_HEADERS = {"content-type", "webhook-id", "webhook-timestamp", "webhook-signature"}
 
 
-# Built once: json.dumps with options builds a new encoder on every call.
-_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
-
-
 def _encode(document: dict[str, Any]) -> bytes:
-    return _ENCODER.encode(document).encode()
+    return jsontext.dumps(document)
 
 
 class WebhookAdapter(Adapter):

@@ -10,7 +10,6 @@ parameters in C anyway), get SQLAlchemy's multi-row VALUES.
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -29,6 +28,8 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 from sqlalchemy.types import TypeEngine
+
+from tidings.core import jsontext
 
 ORDINALITY = "n_"
 #: Below this many rows a plain VALUES list is cheaper to build than the unnest statement.
@@ -95,7 +96,7 @@ def _unnest_insert(
     for name in names:
         items = [row[name] for row in values]
         if _is_json(table.c[name].type):
-            items = [None if item is None else json.dumps(item) for item in items]
+            items = [None if item is None else jsontext.dumps(item).decode() for item in items]
         arrays[_array_param(name)] = items
     if not constants:
         return _plain_unnest_insert(table, tuple(names)), arrays
