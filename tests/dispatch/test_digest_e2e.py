@@ -7,7 +7,7 @@ import json
 
 import tidings
 from tests.dispatch.helpers import running, settled, webhook
-from tests.sink import Sink
+from tests.sink import Answer, Sink
 from tidings.core.states import State
 
 LIMIT = 8192
@@ -117,3 +117,32 @@ async def test_each_digest_message_spends_a_token_and_the_rest_wait(
     assert len(sent) == len(sent_ids) < 12
     assert len(waiting) == 12 - len(sent)
     assert {d.attempts for d in waiting} == {0}
+
+
+async def test_parts_that_could_outlive_the_lease_are_given_back_not_sent_twice(
+    hub: tidings.Hub, sink: Sink
+) -> None:
+    # About nine parts at 0.4 s each outlast the 2 s lease: sent regardless, the last parts
+    # would also go out from the other dispatcher once the lease had ended.
+    sink.default("/digest", Answer(200, delay_s=0.4))
+    await webhook(
+        hub,
+        sink.url("/digest"),
+        name="digest",
+        mode="digest",
+        digest_period_s=0.5,
+        timeout_s=0.5,
+        config={"max_body_bytes": 4096},
+    )
+    published = await hub.publish_many(
+        [{"kind": "finding.created", "subject": f"f:{i}", "body": "x" * 400} for i in range(60)]
+    )
+    async with (
+        running(hub, worker_id="a", lease_s=2.0),
+        running(hub, worker_id="b", lease_s=2.0),
+    ):
+        rows = await settled(hub, 60, timeout_s=40)
+    seen = [e["id"] for m in sink.requests("/digest") for e in json.loads(m.body)["events"]]
+    assert sorted(seen) == sorted(p.event.id for p in published)  # every entry exactly once
+    assert {r.state for r in rows} == {State.SENT}
+    assert {r.attempts for r in rows} == {1}  # given back with the attempt revoked

@@ -110,10 +110,7 @@ async def _send_claim(ctx: JobContext, claim: Claim, lease_ends: float) -> None:
     next. The first row of a claim always goes, so a claim always makes progress.
     """
     adapter = ctx.registry.get(claim.channel.kind)
-    longest_send = claim.channel.timeout_s
-    if not adapter.bounded_by_http_timeout:
-        longest_send += sending.TIMEOUT_GRACE_S
-    start_by = lease_ends - longest_send  # monotonic clock
+    start_by = _last_start(adapter, claim.channel, lease_ends)
     rows = iter(claim.items)
     results: list[SendResult] = []  # kept outside the lanes: a cancel must not forget a send
     started = 0
@@ -140,6 +137,15 @@ async def _send_claim(ctx: JobContext, claim: Claim, lease_ends: float) -> None:
     await _write(ctx, claim, results)
 
 
+def _last_start(adapter: Adapter, channel: Channel, lease_ends: float) -> float:
+    """The latest moment (monotonic) a send of this claim may start and still end within
+    the lease: after it, another worker may lease the row and send it too."""
+    longest_send = channel.timeout_s
+    if not adapter.bounded_by_http_timeout:
+        longest_send += sending.TIMEOUT_GRACE_S
+    return lease_ends - longest_send
+
+
 async def _send_one(
     ctx: JobContext, adapter: Adapter, channel: Channel, item: ClaimedDelivery
 ) -> SendResult:
@@ -155,20 +161,23 @@ async def run_digest(ctx: JobContext, channel: Channel) -> bool:
     """Send due digest messages, one per claim (D4, D5); True when one was sent."""
     sent = False
     while not ctx.stopping.is_set() and await ctx.store.digest_due(channel.id):
+        asked = time.monotonic()  # before the claim: its lease ends after asked + lease_s
         claim = await ctx.store.claim_digest(channel.id, ctx.lease_s, ctx.worker_id)
         if claim is None:
             return sent
         sent = True
         if ctx.metrics:
             ctx.metrics.claimed("digest", len(claim))
-        await _send_digest(ctx, claim)
+        await _send_digest(ctx, claim, asked + ctx.lease_s)
     return sent
 
 
-async def _send_digest(ctx: JobContext, claim: Claim) -> None:
+async def _send_digest(ctx: JobContext, claim: Claim, lease_ends: float) -> None:
     """Send the claim's messages in order, one token each (D4); stop at the first that is not
-    delivered or has no token, and give the rest back (D5: claimable again, attempt revoked)."""
+    delivered or has no token, or that could not end within the lease, and give the rest
+    back (D5: claimable again, attempt revoked)."""
     adapter = ctx.registry.get(claim.channel.kind)
+    start_by = _last_start(adapter, claim.channel, lease_ends)
     batch_id = claim.items[0].delivery.batch_id or min(claim.ids)
     events = [item.event for item in claim.items]
 
@@ -181,6 +190,8 @@ async def _send_digest(ctx: JobContext, claim: Claim) -> None:
             results.append(sending.render_failed(claim.ids, batch_id, error, ctx.clock))
             return
         for index, message in enumerate(messages):
+            if index > 0 and time.monotonic() > start_by:
+                break  # the lease could end mid-send: the rest go back, sent by the next claim
             if index > 0 and not await ctx.store.take_token(claim.channel.id):
                 break
             async with ctx.slots:
