@@ -778,9 +778,23 @@ def scenario_roundtrips(pg: Postgres, sink: Sink, c: Counts, tmp: Path) -> list[
         ours += 2
         worker_xacts = after - marks["before"] - ours
         per = worker_xacts / n
+    trips, counted = _count_round_trips(pg, sink, n)
     return [
         Result(
             "roundtrips",
+            trips / n,
+            "round trips per delivered message",
+            "postgresql",
+            notes={
+                "deliveries": n,
+                **counted,
+                "method": "an in-process dispatcher drains the rows while SQLAlchemy's events "
+                "count every statement, BEGIN and COMMIT it sends (each one round trip; "
+                "prepares of a statement new to a connection are not counted)",
+            },
+        ),
+        Result(
+            "roundtrips/transactions",
             per,
             "transactions per delivered message",
             "postgresql",
@@ -792,8 +806,57 @@ def scenario_roundtrips(pg: Postgres, sink: Sink, c: Counts, tmp: Path) -> list[
                 "1-process drain (includes worker start-up and shutdown)",
                 "e2e_rate": round(rate, 1),
             },
-        )
+        ),
     ]
+
+
+def _count_round_trips(pg: Postgres, sink: Sink, n: int) -> tuple[int, dict[str, int]]:
+    """Drain `n` deliveries with a dispatcher in this process, counting what it sends."""
+    import ipaddress
+
+    import uvloop
+    from sqlalchemy import event
+
+    import tidings
+    from tidings.channels.registry import Registry, builtin_adapters
+    from tidings.dispatch.dispatcher import Dispatcher, DispatcherConfig
+
+    counts = {"statements": 0, "begins": 0, "commits": 0, "rollbacks": 0}
+
+    def counter(key: str) -> Callable[..., None]:
+        def count(*_args: Any, **_kw: Any) -> None:
+            counts[key] += 1
+
+        return count
+
+    async def drain(url: str, name: str) -> None:
+        async with tidings.Hub(url) as hub:
+            engine = hub.store.sync_engine
+            for key, name_ in (
+                ("statements", "before_cursor_execute"),
+                ("begins", "begin"),
+                ("commits", "commit"),
+                ("rollbacks", "rollback"),
+            ):
+                event.listen(engine, name_, counter(key))
+            config = DispatcherConfig(
+                worker_id="bench-roundtrips",
+                lease_s=120,
+                poll_interval_s=1,
+                allowed_networks=(ipaddress.ip_network("127.0.0.0/8"),),
+            )
+            dispatcher = Dispatcher(hub.store, Registry(builtin_adapters()), config)
+            task = asyncio.create_task(dispatcher.run())
+            states = _states_pg(pg, name)
+            await asyncio.to_thread(_drain, states, n, 600, 0.05)
+            dispatcher.stop()
+            await task
+
+    with pg.database() as (name, url):
+        asyncio.run(_setup(url, [_webhook("hook-0", sink.url("/hook"))]))
+        asyncio.run(_publish_all(url, [_event(i) for i in range(n)]))
+        uvloop.run(drain(url, name))
+    return sum(counts.values()), counts
 
 
 # -- driver --------------------------------------------------------------------------------
