@@ -17,6 +17,8 @@ from typing import Any
 from sqlalchemy import (
     ColumnElement,
     Executable,
+    Interval,
+    Text,
     and_,
     bindparam,
     case,
@@ -25,6 +27,7 @@ from sqlalchemy import (
     not_,
     or_,
     select,
+    type_coerce,
     update,
 )
 from sqlalchemy.engine import Connection
@@ -284,6 +287,47 @@ def _assign_batch(conn: Connection, claim: Claim) -> Claim:
     return replace(claim, items=items)
 
 
+@functools.cache
+def _sweep_statement(database_clock: bool, expires: bool) -> Any:
+    """The sweep, built once per shape (a dispatcher sweeps each channel every few seconds)."""
+    if database_clock:  # PostgreSQL's now(), no round trip to read it first
+        now: ColumnElement[Any] = type_coerce(func.now(), UTCDateTime)
+        born_by: ColumnElement[Any] = type_coerce(
+            func.now() - bindparam("max_age", type_=Interval), UTCDateTime
+        )
+    else:
+        now = bindparam("now", type_=UTCDateTime)
+        born_by = bindparam("born_by", type_=UTCDateTime)
+    due = and_(d.c.channel_id == bindparam("channel"), is_live(), d.c.next_attempt_at <= now)
+    lost = d.c.state == State.SENDING.value
+    spent = and_(lost, d.c.attempts >= bindparam("max_attempts"))
+    lost_text = func.coalesce(d.c.lease_owner, "a worker") + (
+        " did not report before its lease ended (crashed or stalled?)"
+    )
+    state: list[tuple[ColumnElement[bool], str]] = [(spent, State.FAILED.value)]
+    failure: list[tuple[ColumnElement[bool], str]] = [(spent, Failure.EXHAUSTED.value)]
+    error: list[tuple[ColumnElement[bool], Any]] = []
+    candidates: ColumnElement[bool] = lost
+    if expires:
+        expired = d.c.created_at <= born_by
+        candidates = or_(lost, expired)
+        state.insert(0, (expired, State.FAILED.value))
+        failure.insert(0, (expired, Failure.EXPIRED.value))
+        error.append((expired, bindparam("expired_error", type_=Text)))
+    targets = select(d.c.id).where(due, candidates).with_for_update(skip_locked=True)
+    values = {
+        "state": case(*state, else_=State.PENDING.value),
+        "failure": case(*failure, else_=None),
+        "last_error": case(*error, else_=lost_text) if error else lost_text,
+    }
+    return (
+        update(d)
+        .where(d.c.id.in_(targets.scalar_subquery()))
+        .values(values)
+        .returning(d.c.id, d.c.failure, d.c.last_error, d.c.batch_id)
+    )
+
+
 def sweep(conn: Connection, clock: TxClock, channel: Channel) -> int:
     """End the due rows that must not be sent again, and audit lost leases.
 
@@ -292,39 +336,20 @@ def sweep(conn: Connection, clock: TxClock, channel: Channel) -> int:
     so once `max_attempts` are spent it fails as exhausted instead of being leased again.
     Rows merely returning from a lost lease stay claimable and are leased right after.
     """
-    lost = d.c.state == State.SENDING.value
-    spent = and_(lost, d.c.attempts >= channel.max_attempts)
-    lost_text = func.coalesce(d.c.lease_owner, "a worker") + (
-        " did not report before its lease ended (crashed or stalled?)"
-    )
-    state: list[tuple[ColumnElement[bool], str]] = [(spent, State.FAILED.value)]
-    failure: list[tuple[ColumnElement[bool], str]] = [(spent, Failure.EXHAUSTED.value)]
-    error: list[tuple[ColumnElement[bool], Any]] = []
-    candidates: ColumnElement[bool] = lost
+    params: dict[str, Any] = {"channel": channel.id, "max_attempts": channel.max_attempts}
+    database_clock = clock.unread
+    if not database_clock:
+        params["now"] = clock.now()
+    expires = channel.max_age_s is not None
     if channel.max_age_s is not None:
-        expired = d.c.created_at <= clock.at(-channel.max_age_s)
-        candidates = or_(lost, expired)
-        state.insert(0, (expired, State.FAILED.value))
-        failure.insert(0, (expired, Failure.EXPIRED.value))
-        error.append((expired, f"not sent: older than max_age_s ({channel.max_age_s:g} s)"))
-    targets = (
-        select(d.c.id).where(_due(channel, clock), candidates).with_for_update(skip_locked=True)
-    )
-    values = {
-        "state": case(*state, else_=State.PENDING.value),
-        "failure": case(*failure, else_=None),
-        "last_error": case(*error, else_=lost_text) if error else lost_text,
-    }
-    swept = (
-        conn.execute(
-            update(d)
-            .where(d.c.id.in_(targets.scalar_subquery()))
-            .values(values)
-            .returning(d.c.id, d.c.failure, d.c.last_error, d.c.batch_id)
-        )
-        .mappings()
-        .all()
-    )
+        max_age = timedelta(seconds=channel.max_age_s)
+        if database_clock:
+            params["max_age"] = max_age
+        else:
+            params["born_by"] = clock.now() - max_age
+        params["expired_error"] = f"not sent: older than max_age_s ({channel.max_age_s:g} s)"
+    stmt = _sweep_statement(database_clock, expires)
+    swept = conn.execute(stmt, params).mappings().all()
     if not swept:
         return 0
     now = clock.now()
