@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any
 
 import tidings
 from tests.dispatch.helpers import running, settled, webhook
@@ -13,14 +14,17 @@ from tidings.core.states import State
 LIMIT = 8192
 
 
+async def digest_webhook(hub: tidings.Hub, sink: Sink, **fields: Any) -> tidings.Channel:
+    """A digest channel posting to the sink's /digest path."""
+    return await webhook(hub, sink.url("/digest"), name="digest", mode="digest", **fields)
+
+
 async def test_digest_over_the_limit_is_split_at_entry_boundaries(
     hub: tidings.Hub, sink: Sink
 ) -> None:
-    ch = await webhook(
+    ch = await digest_webhook(
         hub,
-        sink.url("/digest"),
-        name="digest",
-        mode="digest",
+        sink,
         digest_period_s=1.0,
         config={"max_body_bytes": LIMIT},
     )
@@ -57,11 +61,9 @@ async def test_digest_over_the_limit_is_split_at_entry_boundaries(
 async def test_a_single_entry_too_long_is_shortened_not_dropped(
     hub: tidings.Hub, sink: Sink
 ) -> None:
-    await webhook(
+    await digest_webhook(
         hub,
-        sink.url("/digest"),
-        name="digest",
-        mode="digest",
+        sink,
         digest_period_s=0.5,
         config={"max_body_bytes": 2048},
     )
@@ -94,11 +96,9 @@ async def test_each_digest_message_spends_a_token_and_the_rest_wait(
     hub: tidings.Hub, sink: Sink
 ) -> None:
     """D4/D5: with one token a minute, one message goes now; the rest stay pending, unspent."""
-    await webhook(
+    await digest_webhook(
         hub,
-        sink.url("/digest"),
-        name="digest",
-        mode="digest",
+        sink,
         digest_period_s=0.2,
         rate_per_min=1,
         config={"max_body_bytes": 2048},
@@ -125,11 +125,9 @@ async def test_parts_that_could_outlive_the_lease_are_given_back_not_sent_twice(
     # About nine parts at 0.4 s each outlast the 2 s lease: sent regardless, the last parts
     # would also go out from the other dispatcher once the lease had ended.
     sink.default("/digest", Answer(200, delay_s=0.4))
-    await webhook(
+    await digest_webhook(
         hub,
-        sink.url("/digest"),
-        name="digest",
-        mode="digest",
+        sink,
         digest_period_s=0.5,
         timeout_s=0.5,
         config={"max_body_bytes": 4096},

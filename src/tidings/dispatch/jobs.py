@@ -42,9 +42,9 @@ class JobContext:
     rand: Callable[[], float]
     clock: Callable[[], datetime]
     stopping: asyncio.Event
-    #: Sends one realtime claim runs side by side (the dispatcher's concurrency: more lanes
+    #: Sends one realtime claim runs side by side: the dispatcher's concurrency (more lanes
     #: than slots would only wait).
-    lanes: int = 50
+    lanes: int
     metrics: Metrics | None = None
     #: channel id -> monotonic time of its last sweep by this dispatcher (shared by its jobs,
     #: so a trickle of single events does not sweep on every claim either).

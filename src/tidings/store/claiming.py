@@ -36,7 +36,7 @@ from tidings.core.model import AttemptRecord, Channel, Claim, ClaimedDelivery
 from tidings.core.states import AttemptStatus, Failure, Mode, State
 from tidings.store import buckets, rows
 from tidings.store.channel_ops import load_channel
-from tidings.store.clock import TxClock
+from tidings.store.clock import TxClock, prepared_now
 from tidings.store.dialect import ids_in, is_postgres
 from tidings.store.outcomes import insert_attempts
 from tidings.store.schema import UTCDateTime, channels, deliveries, events, is_live
@@ -290,14 +290,12 @@ def _assign_batch(conn: Connection, claim: Claim) -> Claim:
 @functools.cache
 def _sweep_statement(database_clock: bool, expires: bool) -> Any:
     """The sweep, built once per shape (a dispatcher sweeps each channel every few seconds)."""
-    if database_clock:  # PostgreSQL's now(), no round trip to read it first
-        now: ColumnElement[Any] = type_coerce(func.now(), UTCDateTime)
-        born_by: ColumnElement[Any] = type_coerce(
-            func.now() - bindparam("max_age", type_=Interval), UTCDateTime
-        )
-    else:
-        now = bindparam("now", type_=UTCDateTime)
-        born_by = bindparam("born_by", type_=UTCDateTime)
+    now = prepared_now(database_clock)
+    born_by: ColumnElement[Any] = (
+        type_coerce(func.now() - bindparam("max_age", type_=Interval), UTCDateTime)
+        if database_clock
+        else bindparam("born_by", type_=UTCDateTime)
+    )
     due = and_(d.c.channel_id == bindparam("channel"), is_live(), d.c.next_attempt_at <= now)
     lost = d.c.state == State.SENDING.value
     spent = and_(lost, d.c.attempts >= bindparam("max_attempts"))
@@ -336,10 +334,12 @@ def sweep(conn: Connection, clock: TxClock, channel: Channel) -> int:
     so once `max_attempts` are spent it fails as exhausted instead of being leased again.
     Rows merely returning from a lost lease stay claimable and are leased right after.
     """
-    params: dict[str, Any] = {"channel": channel.id, "max_attempts": channel.max_attempts}
     database_clock = clock.unread
-    if not database_clock:
-        params["now"] = clock.now()
+    params: dict[str, Any] = {
+        "channel": channel.id,
+        "max_attempts": channel.max_attempts,
+        **clock.now_param(),
+    }
     expires = channel.max_age_s is not None
     if channel.max_age_s is not None:
         max_age = timedelta(seconds=channel.max_age_s)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import ColumnElement, Interval, func, literal, select, type_coerce
+from sqlalchemy import ColumnElement, Interval, bindparam, func, literal, select, type_coerce
 from sqlalchemy.engine import Connection
 
 from tidings.store.schema import UTCDateTime
@@ -55,6 +55,11 @@ class TxClock:
         if self._value is None:
             self._value = value
 
+    def now_param(self) -> dict[str, datetime]:
+        """The parameters for `prepared_now(self.unread)`: none while the database keeps the
+        time, else `now`."""
+        return {} if self.unread else {"now": self.now()}
+
     def at(self, offset_s: float = 0.0) -> ColumnElement[datetime]:
         """`now + offset_s` as a SQL expression, computed by the database when it is the clock."""
         if self._database_clock and self._value is None:
@@ -65,3 +70,12 @@ class TxClock:
                 )
             return type_coerce(now, UTCDateTime)
         return literal(self.now() + timedelta(seconds=offset_s), UTCDateTime)
+
+
+def prepared_now(database_clock: bool) -> ColumnElement[datetime]:
+    """`now` in a statement built once and run many times: PostgreSQL's `now()` when the
+    database is the clock and has not been read, else the bound parameter `:now` that
+    `TxClock.now_param` supplies."""
+    if database_clock:
+        return type_coerce(func.now(), UTCDateTime)
+    return bindparam("now", type_=UTCDateTime)

@@ -20,9 +20,7 @@ from sqlalchemy import (
     any_,
     bindparam,
     case,
-    func,
     select,
-    type_coerce,
     update,
 )
 from sqlalchemy.dialects.postgresql import ARRAY
@@ -35,9 +33,9 @@ from tidings.core.text import LAST_ERROR_MAX_BYTES, PROVIDER_RESPONSE_MAX_BYTES,
 from tidings.store import buckets
 from tidings.store.bulk import insert_rows
 from tidings.store.channel_ops import load_channel
-from tidings.store.clock import TxClock
+from tidings.store.clock import TxClock, prepared_now
 from tidings.store.dialect import ids_in, is_postgres
-from tidings.store.schema import UTCDateTime, attempts, channels, deliveries
+from tidings.store.schema import attempts, channels, deliveries
 
 d = deliveries
 
@@ -100,11 +98,8 @@ def mark_sent(conn: Connection, clock: TxClock, token: str, ids: Sequence[int]) 
     """O1."""
     if not ids:
         return 0
-    postgres = is_postgres(conn)
-    params: dict[str, Any] = {"ids": list(ids), "token": token}
-    if not clock.unread:
-        params["now"] = clock.now()
-    return conn.execute(_sent_statement(postgres, clock.unread), params).rowcount
+    params: dict[str, Any] = {"ids": list(ids), "token": token, **clock.now_param()}
+    return conn.execute(_sent_statement(is_postgres(conn), clock.unread), params).rowcount
 
 
 @functools.cache
@@ -115,11 +110,7 @@ def _sent_statement(postgres: bool, database_clock: bool) -> Update:
         if postgres
         else d.c.id.in_(bindparam("ids", expanding=True))
     )
-    sent_at = (
-        type_coerce(func.now(), UTCDateTime)
-        if database_clock
-        else bindparam("now", type_=UTCDateTime)
-    )
+    sent_at = prepared_now(database_clock)
     return (
         update(d)
         .where(ids, d.c.lease_token == bindparam("token"), d.c.state == State.SENDING.value)
