@@ -23,7 +23,8 @@ from tidings.channels.registry import Registry
 from tidings.core.errors import ConfigError, StoreError
 from tidings.core.model import Channel
 from tidings.core.states import Mode
-from tidings.dispatch.jobs import JobContext, run_digest, run_realtime
+from tidings.dispatch.gate import ClaimGate
+from tidings.dispatch.jobs import CLAIMS_IN_FLIGHT, JobContext, run_digest, run_realtime
 from tidings.dispatch.wakeup import Wakeup
 from tidings.metrics import Metrics
 from tidings.store import Store
@@ -108,6 +109,8 @@ class Dispatcher:
             send_context=lambda: SendContext(http=http, store=self.store, attempt_at=_utc_now()),
             slots=asyncio.Semaphore(self.config.concurrency),
             lanes=self.config.concurrency,
+            # As far ahead as one busy channel runs on its own (its claims in flight).
+            gate=ClaimGate(ahead=CLAIMS_IN_FLIGHT * self.config.claim_size),
             worker_id=self.config.worker_id,
             lease_s=self.config.lease_s,
             claim_size=self.config.claim_size,

@@ -9,6 +9,7 @@ given back.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from tidings.channels.registry import Registry
 from tidings.core.model import Channel, Claim, ClaimedDelivery
 from tidings.core.outcome import Delivered, Partial, attempt_status
 from tidings.dispatch import report, sending
+from tidings.dispatch.gate import ClaimGate, Queued
 from tidings.dispatch.report import SendResult
 from tidings.metrics import Metrics
 from tidings.store import Store
@@ -45,6 +47,8 @@ class JobContext:
     #: Sends one realtime claim runs side by side: the dispatcher's concurrency (more lanes
     #: than slots would only wait).
     lanes: int
+    #: Keeps this dispatcher's realtime claims from running far ahead of its sends.
+    gate: ClaimGate
     metrics: Metrics | None = None
     #: channel id -> monotonic time of its last sweep by this dispatcher (shared by its jobs,
     #: so a trickle of single events does not sweep on every claim either).
@@ -65,18 +69,25 @@ async def run_realtime(ctx: JobContext, channel: Channel) -> bool:
             now = time.monotonic()
             last = ctx.swept_at.get(channel.id)
             sweep = last is None or now - last >= SWEEP_EVERY_S
-            claim = await ctx.store.claim_realtime(
-                channel.id, ctx.claim_size, ctx.lease_s, ctx.worker_id, swept=sweep
-            )
-            if sweep:
-                ctx.swept_at[channel.id] = now
-            if claim is None:
-                break
+            async with ctx.gate.claim():
+                if ctx.stopping.is_set():
+                    break  # stopped while waiting for room
+                claim = await ctx.store.claim_realtime(
+                    channel.id, ctx.claim_size, ctx.lease_s, ctx.worker_id, swept=sweep
+                )
+                if sweep:
+                    ctx.swept_at[channel.id] = now
+                if claim is None:
+                    break
+                queued = ctx.gate.leased(len(claim))
             leased = True
             if ctx.metrics:
                 ctx.metrics.claimed("realtime", len(claim))
             # `now` was read before the claim asked, so the lease ends after `now + lease_s`.
-            running.add(asyncio.create_task(_send_claim(ctx, claim, now + ctx.lease_s)))
+            task = asyncio.create_task(_send_claim(ctx, claim, now + ctx.lease_s, queued))
+            # Released when the task ends however it ends (even cancelled before it ran).
+            task.add_done_callback(functools.partial(_release, queued))
+            running.add(task)
             if len(claim) < ctx.claim_size:
                 # A short claim took what was due (or what the rate allowed): finish it and
                 # end the job. Rows that fall due later wake the dispatcher, which asks once
@@ -98,7 +109,11 @@ async def run_realtime(ctx: JobContext, channel: Channel) -> bool:
     return leased
 
 
-async def _send_claim(ctx: JobContext, claim: Claim, lease_ends: float) -> None:
+def _release(queued: Queued, _task: asyncio.Task[None]) -> None:
+    queued.release()
+
+
+async def _send_claim(ctx: JobContext, claim: Claim, lease_ends: float, queued: Queued) -> None:
     """Send every row of a realtime claim, at most `ctx.slots` at once across the dispatcher.
 
     A few lanes each take the next row until none is left, rather than a task per row: a
@@ -119,6 +134,7 @@ async def _send_claim(ctx: JobContext, claim: Claim, lease_ends: float) -> None:
         nonlocal started
         for item in rows:
             async with ctx.slots:
+                queued.one()
                 if started and time.monotonic() > start_by:
                     continue  # left out of the results: given back by _write
                 started += 1
