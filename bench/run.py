@@ -383,13 +383,18 @@ async def _raw(dsn: str, sink_url: str, n: int) -> float:
         await conn.close()
 
 
-def scenario_raw(pg: Postgres, sink: Sink, c: Counts) -> list[Result]:
+def raw_once(pg: Postgres, sink: Sink, n: int) -> float:
+    """One run of the baseline loop on a fresh database (deliveries/s)."""
     import uvloop
 
     with pg.database() as (_name, url):
-        before = sink.stats()["count"]
-        rate = uvloop.run(_raw(url, sink.url("/hook"), c.raw))
-        received = sink.stats()["count"] - before
+        return uvloop.run(_raw(url, sink.url("/hook"), n))
+
+
+def scenario_raw(pg: Postgres, sink: Sink, c: Counts) -> list[Result]:
+    before = sink.stats()["count"]
+    rate = raw_once(pg, sink, c.raw)
+    received = sink.stats()["count"] - before
     return [
         Result(
             "raw",
@@ -458,9 +463,14 @@ def _run_e2e(
     }
 
 
-def scenario_e2e(pg: Postgres, sink: Sink, c: Counts, tmp: Path, quick: bool) -> list[Result]:
+def scenario_e2e(
+    pg: Postgres, sink: Sink, c: Counts, tmp: Path, rounds: int, raws: list[float]
+) -> list[Result]:
+    """Each variant runs `rounds` times, each run right after a run of `raw`: its ratio is
+    the median of the paired ratios, so a machine that slows down or speeds up during the
+    bench (shared, noisy) moves both sides of each ratio alike. `raws` collects the baseline
+    runs for the table's `raw` row."""
     out: list[Result] = []
-    timeout = 600
     variants: list[tuple[str, str, int, int]] = [
         ("e2e/pg-1proc", "postgresql", 1, 1),
         ("e2e/pg-2proc", "postgresql", 2, 1),
@@ -470,38 +480,63 @@ def scenario_e2e(pg: Postgres, sink: Sink, c: Counts, tmp: Path, quick: bool) ->
     for name, backend, processes, channels in variants:
         events = c.e2e // channels
         total = events * channels
+        runs: list[tuple[float, float, dict[str, Any]]] = []
         try:
-            if backend == "postgresql":
-                with pg.database() as (dbname, url):
-                    rate, notes = _run_e2e(
-                        tmp,
-                        url,
-                        _states_pg(pg, dbname),
-                        channels,
-                        events,
-                        total,
-                        processes,
-                        sink,
-                        timeout,
-                    )
-            else:
-                path = tmp / f"e2e-{time.monotonic_ns()}.db"
-                rate, notes = _run_e2e(
-                    tmp,
-                    f"sqlite:///{path}",
-                    _states_sqlite(path),
-                    channels,
-                    events,
-                    total,
-                    processes,
-                    sink,
-                    timeout,
-                )
-            out.append(Result(name, rate, "deliveries/s", backend, notes=notes))
+            for _ in range(rounds):
+                raw = raw_once(pg, sink, c.raw)
+                raws.append(raw)
+                rate, notes = _e2e_once(tmp, pg, sink, backend, channels, events, total, processes)
+                runs.append((rate, raw, notes))
+                print(f"  {name}: {rate:,.0f}/s, raw {raw:,.0f}/s", flush=True)
+            ratios = [rate / raw for rate, raw, _ in runs]
+            notes = dict(runs[-1][2])
+            notes.pop("drain_s", None)
+            notes["runs"] = [
+                {"rate": round(rate), "raw": round(raw), "drain_s": n["drain_s"]}
+                for rate, raw, n in runs
+            ]
+            result = Result(
+                name,
+                statistics.median(rate for rate, _, _ in runs),
+                "deliveries/s",
+                backend,
+                ratio_to_raw=statistics.median(ratios),
+                notes=notes,
+            )
+            out.append(result)
         except Exception as error:  # report and carry on with the next variant
             out.append(Result(name, None, "deliveries/s", backend, error=repr(error)))
-        print(f"  {out[-1].name}: {out[-1].figure or out[-1].error}", flush=True)
+            print(f"  {name}: {error!r}", flush=True)
     return out
+
+
+def _e2e_once(
+    tmp: Path,
+    pg: Postgres,
+    sink: Sink,
+    backend: str,
+    channels: int,
+    events: int,
+    total: int,
+    processes: int,
+) -> tuple[float, dict[str, Any]]:
+    timeout = 600
+    if backend == "postgresql":
+        with pg.database() as (dbname, url):
+            states = _states_pg(pg, dbname)
+            return _run_e2e(tmp, url, states, channels, events, total, processes, sink, timeout)
+    path = tmp / f"e2e-{time.monotonic_ns()}.db"
+    return _run_e2e(
+        tmp,
+        f"sqlite:///{path}",
+        _states_sqlite(path),
+        channels,
+        events,
+        total,
+        processes,
+        sink,
+        timeout,
+    )
 
 
 # -- scenario 3: publish -------------------------------------------------------------------
@@ -905,13 +940,33 @@ def print_table(results: list[Result]) -> None:
             print("  ".join("-" * w for w in widths))
 
 
+def _raw_row(results: list[Result], paired: list[float]) -> float | None:
+    """The `raw` row shows the median of every baseline run (the first and the paired
+    ones); a figure without a paired ratio (the peers) is taken against it."""
+    row = next((r for r in results if r.name == "raw" and r.figure), None)
+    if row is None or row.figure is None:
+        return None
+    runs = [row.figure, *paired]
+    row.figure = statistics.median(runs)
+    row.notes["runs"] = [round(x) for x in runs]
+    return row.figure
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench")
     parser.add_argument("--quick", action="store_true", help="small counts (~1 minute)")
     parser.add_argument("--only", default="", help="comma-separated scenarios to run")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=None,
+        help="runs of each e2e variant, each paired with a run of raw (default 3, quick 1)",
+    )
     args = parser.parse_args(argv)
     counts = Counts.make(args.quick)
     only = {s for s in args.only.split(",") if s}
+    rounds = args.rounds or (1 if args.quick else 3)
+    raws: list[float] = []
     results: list[Result] = []
     pg: Postgres | None = None
     sink: Sink | None = None
@@ -924,7 +979,7 @@ def main(argv: list[str] | None = None) -> int:
             tmp = Path(tmpdir)
             scenarios: list[tuple[str, Callable[[], list[Result]]]] = [
                 ("raw", lambda: scenario_raw(pg, sink, counts)),
-                ("e2e", lambda: scenario_e2e(pg, sink, counts, tmp, args.quick)),
+                ("e2e", lambda: scenario_e2e(pg, sink, counts, tmp, rounds, raws)),
                 ("publish", lambda: scenario_publish(pg, sink, counts, tmp)),
                 ("latency", lambda: scenario_latency(pg, sink, counts, tmp)),
                 ("digest", lambda: scenario_digest(pg, sink, counts, tmp)),
@@ -946,9 +1001,9 @@ def main(argv: list[str] | None = None) -> int:
             sink.stop()
         if pg is not None:
             pg.drop_all()
-    raw = next((r.figure for r in results if r.name == "raw" and r.figure), None)
+    raw = _raw_row(results, raws)
     for r in results:
-        if raw and r.unit == "deliveries/s" and r.figure is not None:
+        if raw and r.unit == "deliveries/s" and r.figure is not None and r.ratio_to_raw is None:
             r.ratio_to_raw = r.figure / raw
     print()
     print_table(results)
