@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import func, select
+from sqlalchemy import ScalarSelect, func, select
 from sqlalchemy.engine import Connection
 
 from tidings.core.model import Channel
@@ -16,14 +16,17 @@ d = deliveries
 
 
 def due_channels(conn: Connection, clock: TxClock) -> list[Channel]:
-    """Enabled channels with at least one claimable row due now."""
-    due = (
-        select(d.c.id)
-        .where(d.c.channel_id == channels.c.id, is_live())
-        .where(d.c.next_attempt_at <= clock.at())
-        .exists()
+    """Enabled channels with at least one claimable row due now.
+
+    Asked as "the channel's earliest live row is due", read per channel from the claim
+    index: put as EXISTS, PostgreSQL may scan the table for the first live row, which walks
+    past every row already sent (~40 ms a look at 50,000, and growing with the table).
+    """
+    stmt = (
+        select(channels)
+        .where(channels.c.enabled, _first_live_at() <= clock.at())
+        .order_by(channels.c.id)
     )
-    stmt = select(channels).where(channels.c.enabled, due).order_by(channels.c.id)
     return [rows.channel(r) for r in conn.execute(stmt).mappings()]
 
 
@@ -33,15 +36,21 @@ def next_due_at(conn: Connection) -> datetime | None:
     Asked per channel (the first entry of its claim index), so it costs a few index reads
     per channel rather than a pass over every live row of a backlog.
     """
-    first = (
+    stmt = select(func.min(_first_live_at())).where(channels.c.enabled)
+    value: datetime | None = conn.scalar(stmt)
+    return value
+
+
+def _first_live_at() -> ScalarSelect[datetime]:
+    """The channel's earliest `next_attempt_at` among its live rows: the first entry of its
+    claim index, which gives that order for free (any other plan must sort)."""
+    return (
         select(d.c.next_attempt_at)
         .where(d.c.channel_id == channels.c.id, is_live())
         .order_by(d.c.next_attempt_at)
         .limit(1)
         .scalar_subquery()
     )
-    value: datetime | None = conn.scalar(select(func.min(first)).where(channels.c.enabled))
-    return value
 
 
 def largest_timeout(conn: Connection) -> tuple[float, str] | None:
