@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import tidings
 from tests.store.helpers import LEASE_S, at, channel, claim, publish, states
-from tidings.core.states import State
+from tidings.core.states import Failure, State
 from tidings.store import MAX_DIGEST_BATCH
 
 
@@ -138,3 +138,29 @@ async def test_realtime_claim_ignores_digest_channels(hub: tidings.Hub) -> None:
     await publish(hub, 1)
     assert await hub.store.claim_realtime(ch.id, 10, LEASE_S, "w", now=at(5)) is None
     assert len(await claim(hub, realtime, now=at(5))) == 1
+
+
+async def test_d2_a_digest_claim_without_sweep_never_leases_what_the_sweep_would_end(
+    hub: tidings.Hub,
+) -> None:
+    """A digest job sweeps on its first claim and then now and again: a spent lost lease (C2)
+    or an expired row (O5) waits for the next sweep instead of going out."""
+    ch = await _digest(hub, 1.0, max_attempts=1, max_age_s=60)
+    await publish(hub, 1)
+    spent = await hub.store.claim_digest(ch.id, 1.0, "crashed", now=at(2))
+    assert spent is not None
+    young = await publish(hub, 1)  # published now: at(30) it is not yet expired
+    got = await hub.store.claim_digest(ch.id, LEASE_S, "w", swept=False, now=at(30))
+    assert got is not None
+    assert got.ids == [young[0].deliveries[0].id]  # not the spent lease
+    assert (await states(hub))[spent.ids[0]].state is State.SENDING  # left for the sweep
+    await hub.store.mark_sent(got.token, got.ids)
+    later = await publish(hub, 1)
+    # At 400 s the spent lease and the last row (now older than max_age_s) are both for the
+    # sweep to end: a claim without it takes neither, a claim with it ends both.
+    assert await hub.store.claim_digest(ch.id, LEASE_S, "w", swept=False, now=at(400)) is None
+    assert await hub.store.claim_digest(ch.id, LEASE_S, "w", now=at(400)) is None
+    after = await states(hub)
+    # (Both are past max_age_s by then, and expiry is what the sweep records first.)
+    assert after[spent.ids[0]].failure is Failure.EXPIRED
+    assert after[later[0].deliveries[0].id].failure is Failure.EXPIRED

@@ -67,3 +67,77 @@ async def test_the_claim_uses_the_claim_index(hub: tidings.Hub) -> None:
             # The index gives the claim's order: no sort of every due row before the LIMIT.
             assert "Sort" not in plan, plan
         assert "ix_deliveries_claimable" in plan, plan
+
+
+async def _captured(hub: tidings.Hub, marker: str, action: Any) -> tuple[str, Any]:
+    """The SQL and parameters of the one statement containing `marker` that `action` sent."""
+    seen: list[tuple[str, Any]] = []
+
+    def capture(_conn: Any, _cursor: Any, sql: str, params: Any, *_rest: Any) -> None:
+        if marker in sql:
+            seen.append((sql, params))
+
+    engine = hub.store.sync_engine
+    event.listen(engine, "before_cursor_execute", capture)
+    try:
+        await action()
+    finally:
+        event.remove(engine, "before_cursor_execute", capture)
+    assert len(seen) == 1, seen
+    return seen[0]
+
+
+async def _plan(hub: tidings.Hub, sql: str, params: Any, *, seqscan: bool = False) -> str:
+    """The plan the statement gets: SQLite's query plan, or PostgreSQL's generic plan (with
+    table scans priced out unless `seqscan`, so a small test table does not hide an index)."""
+    async with hub.store.engine.connect() as conn:
+        if hub.store.backend == "sqlite":
+            rows = await conn.exec_driver_sql("EXPLAIN QUERY PLAN " + sql, params)
+            return "\n".join(str(row[-1]) for row in rows)
+        await conn.exec_driver_sql("SET LOCAL plan_cache_mode = force_generic_plan")
+        if not seqscan:
+            await conn.exec_driver_sql("SET LOCAL enable_seqscan = off")
+        await conn.exec_driver_sql("PREPARE plan_of AS " + sql)
+        values = ", ".join(_literal(p) for p in params or ())
+        result = await conn.exec_driver_sql(
+            f"EXPLAIN EXECUTE plan_of({values})" if values else "EXPLAIN EXECUTE plan_of"
+        )
+        plan = "\n".join(str(row[0]) for row in result)
+        await conn.rollback()
+        await conn.exec_driver_sql("DEALLOCATE plan_of")  # prepared for the session
+        return plan
+
+
+async def test_a_digest_claim_reads_live_rows_in_id_order(hub: tidings.Hub) -> None:
+    ch = await channel(hub, mode="digest", digest_period_s=60)
+    await publish(hub, 30)
+    sql, params = await _captured(
+        hub, "picked", lambda: hub.store.claim_digest(ch.id, 60, "w", limit=10)
+    )
+    plan = await _plan(hub, sql, params)
+    # D2's order (oldest id first) from the index of live rows: neither a sort of every due
+    # row nor a walk along the primary key past every row already sent.
+    assert "ix_deliveries_live_by_id" in plan, plan
+    if hub.store.backend == "sqlite":
+        assert "TEMP B-TREE" not in plan, plan
+    else:
+        assert "Sort" not in plan, plan
+        # The rows taken are updated through the primary key, not by joining a table scan.
+        assert "Index Cond: (id = ANY" in plan, plan
+
+
+async def test_looking_for_due_channels_reads_the_claim_index(hub: tidings.Hub) -> None:
+    # Statistics taken while every row was live, then most rows sent: asked as EXISTS,
+    # PostgreSQL scanned the table from its start, past every row already sent.
+    ch = await channel(hub)
+    await publish(hub, 300)
+    async with hub.store.engine.begin() as conn:
+        if hub.store.backend == "postgresql":
+            await conn.exec_driver_sql("ANALYZE deliveries")
+        await conn.exec_driver_sql("UPDATE deliveries SET state = 'sent' WHERE id <= 295")
+    for ask in (hub.store.due_channels, hub.store.next_due_at):
+        sql, params = await _captured(hub, "FROM deliveries", ask)
+        plan = await _plan(hub, sql, params, seqscan=True)
+        assert "ix_deliveries_claimable" in plan, plan
+        assert "Seq Scan on deliveries" not in plan, plan
+    assert [c.id for c in await hub.store.due_channels()] == [ch.id]

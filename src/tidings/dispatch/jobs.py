@@ -67,8 +67,7 @@ async def run_realtime(ctx: JobContext, channel: Channel) -> bool:
     try:
         while not ctx.stopping.is_set():
             now = time.monotonic()
-            last = ctx.swept_at.get(channel.id)
-            sweep = last is None or now - last >= SWEEP_EVERY_S
+            sweep = _sweep_due(ctx, channel, now)
             async with ctx.gate.claim():
                 if ctx.stopping.is_set():
                     break  # stopped while waiting for room
@@ -107,6 +106,11 @@ async def run_realtime(ctx: JobContext, channel: Channel) -> bool:
             task.cancel()
         await asyncio.gather(*running, return_exceptions=True)
     return leased
+
+
+def _sweep_due(ctx: JobContext, channel: Channel, now: float) -> bool:
+    last = ctx.swept_at.get(channel.id)
+    return last is None or now - last >= SWEEP_EVERY_S
 
 
 def _release(queued: Queued, _task: asyncio.Task[None]) -> None:
@@ -178,7 +182,10 @@ async def run_digest(ctx: JobContext, channel: Channel) -> bool:
     sent = False
     while not ctx.stopping.is_set() and await ctx.store.digest_due(channel.id):
         asked = time.monotonic()  # before the claim: its lease ends after asked + lease_s
-        claim = await ctx.store.claim_digest(channel.id, ctx.lease_s, ctx.worker_id)
+        sweep = _sweep_due(ctx, channel, asked)
+        claim = await ctx.store.claim_digest(channel.id, ctx.lease_s, ctx.worker_id, swept=sweep)
+        if sweep:
+            ctx.swept_at[channel.id] = asked
         if claim is None:
             return sent
         sent = True

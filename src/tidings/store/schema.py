@@ -153,6 +153,15 @@ deliveries = Table(
         postgresql_where=text(_LIVE_PREDICATE),
         sqlite_where=text(_LIVE_PREDICATE),
     ),
+    # A digest's access path (D2, oldest id first): the channel's live rows in id order, so a
+    # claim reads the rows it takes instead of every due row, or every row ever sent.
+    Index(
+        "ix_deliveries_live_by_id",
+        "channel_id",
+        "id",
+        postgresql_where=text(_LIVE_PREDICATE),
+        sqlite_where=text(_LIVE_PREDICATE),
+    ),
     Index(None, "channel_id", "state"),
     Index(None, "state"),
     Index(None, "created_at"),

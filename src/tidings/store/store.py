@@ -217,9 +217,12 @@ class Store:
         owner: str,
         *,
         limit: int = claiming.MAX_DIGEST_BATCH,
+        swept: bool = True,
         now: datetime | None = None,
     ) -> Claim | None:
-        return await self._run(claiming.claim_digest, channel_id, limit, lease_s, owner, now=now)
+        return await self._run(
+            claiming.claim_digest, channel_id, limit, lease_s, owner, swept, now=now
+        )
 
     async def leased(self, token: str) -> Claim | None:
         """The rows `token` still holds, with their channel and events (W4 reports)."""
