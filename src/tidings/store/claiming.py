@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import secrets
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import (
@@ -35,6 +35,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.sql.expression import UnaryExpression
 from sqlalchemy.sql.operators import custom_op
 
+from tidings.core import ratelimit
 from tidings.core.model import AttemptRecord, Channel, Claim, ClaimedDelivery
 from tidings.core.states import AttemptStatus, Failure, Mode, State
 from tidings.store import buckets, rows
@@ -42,7 +43,14 @@ from tidings.store.channel_ops import load_channel
 from tidings.store.clock import TxClock, prepared_now
 from tidings.store.dialect import ids_in, is_postgres
 from tidings.store.outcomes import insert_attempts
-from tidings.store.schema import UTCDateTime, channels, deliveries, events, is_live
+from tidings.store.schema import (
+    UTCDateTime,
+    channels,
+    deliveries,
+    events,
+    is_live,
+    rate_buckets,
+)
 
 #: D2: a digest batch is a hard memory bound, clamped whatever a caller asks for.
 MAX_DIGEST_BATCH = 500
@@ -66,12 +74,17 @@ def claim_realtime(
     and then now and again, not on every claim. Skipping is safe: the lease never takes a
     row the sweep would end; such a row waits for the next sweep.
     """
-    channel = _load_for_claim(conn, channel_id)
+    channel, unlocked = _load_for_claim(conn, channel_id)
     if channel is None or not channel.enabled or channel.mode is not Mode.REALTIME or limit <= 0:
         return None
     if swept:
         sweep(conn, clock, channel)
-    bucket = buckets.lock(conn, channel, clock)
+    bucket: ratelimit.Bucket | None = None
+    if unlocked is not None and channel.rate_per_min <= 0:
+        bucket, read_at = unlocked
+        clock.adopt(read_at)
+    else:
+        bucket = buckets.lock(conn, channel, clock)
     if bucket is None:
         return None
     now = clock.now()  # read after the bucket is ours (see TxClock.now)
@@ -166,23 +179,45 @@ def leased(conn: Connection, clock: TxClock, token: str) -> Claim | None:
     return Claim(token, owner, channel, items, held[0].next_attempt_at)
 
 
-def _load_for_claim(conn: Connection, channel_id: int) -> Channel | None:
-    """The channel, read at the start of a realtime claim.
+def _load_for_claim(
+    conn: Connection, channel_id: int
+) -> tuple[Channel | None, tuple[ratelimit.Bucket, datetime] | None]:
+    """The channel, read at the start of a realtime claim, with its rate bucket as it stands
+    and the time it was read (not locked: enough for a channel without a rate limit, which
+    reads it only for a provider's pause; a limited channel locks it next).
 
     On PostgreSQL the same statement makes the claim's commit skip waiting for its WAL flush:
     should the database crash before the flush, the claim is forgotten and its rows are sent
     again, as after any lost lease (at least once, never lost). Publishes and outcomes still
-    wait for it. (Riding along saves the claim a round trip of its own.)
+    wait for it. (Riding along saves the claim a round trip of its own, as does the bucket.)
     """
     if not is_postgres(conn):
-        return load_channel(conn, channel_id)
-    row = conn.execute(_CHANNEL_ASYNC_COMMIT, {"channel": channel_id}).mappings().first()
-    return None if row is None else rows.channel(row)
+        return load_channel(conn, channel_id), None
+    row = conn.execute(_CHANNEL_FOR_CLAIM, {"channel": channel_id}).mappings().first()
+    if row is None:
+        return None, None
+    if row["bucket_updated_at"] is None:  # no bucket yet: the lock creates it
+        return rows.channel(row), None
+    bucket = ratelimit.Bucket(
+        tokens=row["bucket_tokens"],
+        updated_at=row["bucket_updated_at"],
+        paused_until=row["bucket_paused_until"],
+    )
+    return rows.channel(row), (bucket, row["clock_now"])
 
 
-_CHANNEL_ASYNC_COMMIT = select(
-    channels, func.set_config("synchronous_commit", "off", True).label("async_commit")
-).where(channels.c.id == bindparam("channel"))
+_CHANNEL_FOR_CLAIM = (
+    select(
+        channels,
+        func.set_config("synchronous_commit", "off", True).label("async_commit"),
+        rate_buckets.c.tokens.label("bucket_tokens"),
+        rate_buckets.c.updated_at.label("bucket_updated_at"),
+        rate_buckets.c.paused_until.label("bucket_paused_until"),
+        func.clock_timestamp(type_=UTCDateTime).label("clock_now"),
+    )
+    .select_from(channels.outerjoin(rate_buckets, rate_buckets.c.channel_id == channels.c.id))
+    .where(channels.c.id == bindparam("channel"))
+)
 
 
 def _due(channel: Channel, clock: TxClock) -> ColumnElement[bool]:
