@@ -66,11 +66,12 @@ async def run_realtime(ctx: JobContext, channel: Channel) -> bool:
     running: set[asyncio.Task[None]] = set()
     try:
         while not ctx.stopping.is_set():
-            now = time.monotonic()
-            sweep = _sweep_due(ctx, channel, now)
             async with ctx.gate.claim():
                 if ctx.stopping.is_set():
                     break  # stopped while waiting for room
+                # Read after the wait for room, so the lease estimate below is not cut short.
+                now = time.monotonic()
+                sweep = _sweep_due(ctx, channel, now)
                 claim = await ctx.store.claim_realtime(
                     channel.id, ctx.claim_size, ctx.lease_s, ctx.worker_id, swept=sweep
                 )
