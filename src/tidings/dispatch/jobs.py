@@ -30,6 +30,8 @@ CLAIMS_IN_FLIGHT = 2
 #: How often a dispatcher sweeps a channel's lost leases and expired rows while claiming
 #: (rows the sweep would end are never leased meanwhile; they wait at most this long).
 SWEEP_EVERY_S = 5.0
+#: Time kept, after a send's timeout, for the claim to record its outcome within the lease.
+RECORD_MARGIN_S = 1.0
 
 
 @dataclass
@@ -159,9 +161,10 @@ async def _send_claim(ctx: JobContext, claim: Claim, lease_ends: float, queued: 
 
 
 def _last_start(adapter: Adapter, channel: Channel, lease_ends: float) -> float:
-    """The latest moment (monotonic) a send of this claim may start and still end within
-    the lease: after it, another worker may lease the row and send it too."""
-    longest_send = channel.timeout_s
+    """The latest moment (monotonic) a send of this claim may start and still end, and be
+    recorded, within the lease: after it, another worker may lease the row and send it too.
+    (A send that takes its whole timeout must still leave time to write its outcome.)"""
+    longest_send = channel.timeout_s + RECORD_MARGIN_S
     if not adapter.bounded_by_http_timeout:
         longest_send += sending.TIMEOUT_GRACE_S
     return lease_ends - longest_send
