@@ -122,25 +122,41 @@ async def test_each_digest_message_spends_a_token_and_the_rest_wait(
 async def test_parts_that_could_outlive_the_lease_are_given_back_not_sent_twice(
     hub: tidings.Hub, sink: Sink
 ) -> None:
-    # About nine parts at 0.4 s each outlast the 2 s lease: sent regardless, the last parts
-    # would also go out from the other dispatcher once the lease had ended.
-    sink.default("/digest", Answer(200, delay_s=0.4))
+    # Ten parts at 0.7 s each outlast the 6 s lease: sent regardless, the last parts would
+    # also go out from the other dispatcher once the lease had ended. The timeout leaves
+    # 0.8 s of slack over the answer's delay, so a slow moment cannot turn a part that was
+    # received into a timed-out one (retried: sent twice for another reason).
+    sink.default("/digest", Answer(200, delay_s=0.7))
     await digest_webhook(
         hub,
         sink,
         digest_period_s=0.5,
-        timeout_s=0.5,
+        timeout_s=1.5,
         config={"max_body_bytes": 4096},
     )
     published = await hub.publish_many(
         [{"kind": "finding.created", "subject": f"f:{i}", "body": "x" * 400} for i in range(60)]
     )
     async with (
-        running(hub, worker_id="a", lease_s=2.0),
-        running(hub, worker_id="b", lease_s=2.0),
+        running(hub, worker_id="a", lease_s=6.0),
+        running(hub, worker_id="b", lease_s=6.0),
     ):
-        rows = await settled(hub, 60, timeout_s=40)
-    seen = [e["id"] for m in sink.requests("/digest") for e in json.loads(m.body)["events"]]
-    assert sorted(seen) == sorted(p.event.id for p in published)  # every entry exactly once
+        rows = await settled(hub, 60, timeout_s=60)
+    messages = sink.requests("/digest")
+    seen = [e["id"] for m in messages for e in json.loads(m.body)["events"]]
+    history = await _attempts_of(hub, [r for r in rows if r.attempts != 1])
+    assert sorted(seen) == sorted(p.event.id for p in published), history  # each exactly once
     assert {r.state for r in rows} == {State.SENT}
-    assert {r.attempts for r in rows} == {1}  # given back with the attempt revoked
+    assert {r.attempts for r in rows} == {1}, history  # given back with the attempt revoked
+    parts = [json.loads(m.body)["part"] for m in messages]
+    assert max(parts) > 1  # a claim sends more than one part before giving the rest back
+
+
+async def _attempts_of(hub: tidings.Hub, rows: list[tidings.Delivery]) -> list[str]:
+    """Each row's attempts, to tell a failure's cause (a timeout, a lost lease)."""
+    lines = []
+    for row in rows:
+        detail = await hub.delivery(row.id)
+        for a in detail.attempts_log:
+            lines.append(f"{row.id}: {a.worker_id} {a.status.value} {a.error or ''}")
+    return lines

@@ -217,11 +217,15 @@ async def _send_digest(ctx: JobContext, claim: Claim, lease_ends: float) -> None
             results.append(sending.render_failed(claim.ids, batch_id, error, ctx.clock))
             return
         for index, message in enumerate(messages):
-            if index > 0 and time.monotonic() > start_by:
-                break  # the lease could end mid-send: the rest go back, sent by the next claim
-            if index > 0 and not await ctx.store.take_token(claim.channel.id):
-                break
             async with ctx.slots:
+                # Checked again once the token is spent, right before the send: waiting for
+                # the slot or the bucket's lock may have taken the time the send needed.
+                if index > 0 and (
+                    time.monotonic() > start_by
+                    or not await ctx.store.take_token(claim.channel.id)
+                    or time.monotonic() > start_by
+                ):
+                    break  # the rest go back (D5), sent by the next claim
                 result = await sending.send(
                     adapter, ctx.send_context(), claim.channel, message, ctx.clock
                 )
