@@ -20,3 +20,19 @@ def test_integers_beyond_64_bits_are_written_exactly() -> None:
     assert json.loads(out) == document
     assert b'"big":1180591620717411303424' in out
     assert "é".encode() in out
+
+
+def test_reading_keeps_integers_beyond_64_bits_exactly() -> None:
+    # orjson alone would read these as floats and lose digits.
+    text = '{"big":1180591620717411303424,"small":-36893488147419103232,"f":2.5,"t":"é"}'
+    assert jsontext.loads(text) == {
+        "big": 2**70,
+        "small": -(2**65),
+        "f": 2.5,
+        "t": "é",
+    }
+    assert type(jsontext.loads(text)["big"]) is int
+    assert jsontext.loads('{"n":[1,2.5,null,true],"s":"x"}') == {
+        "n": [1, 2.5, None, True],
+        "s": "x",
+    }

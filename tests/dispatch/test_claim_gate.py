@@ -13,7 +13,7 @@ from tests.dispatch.helpers import running, settled, webhook
 from tests.sink import Answer, Sink
 from tidings.core.states import State
 from tidings.dispatch.gate import CLAIMS_AT_ONCE, ClaimGate
-from tidings.dispatch.jobs import CLAIMS_IN_FLIGHT
+from tidings.dispatch.jobs import CLAIMS_AHEAD
 from tidings.store.schema import deliveries
 
 
@@ -72,13 +72,13 @@ async def test_many_busy_channels_are_not_all_leased_at_once(hub: tidings.Hub, s
     # Ten channels of ten rows, two send slots and slow answers: sending takes a while.
     # Without the gate each channel's job would lease its rows at once (all 100 waiting);
     # with it, rows leased and not yet sent out are bounded by what may wait
-    # (claim_size × CLAIMS_IN_FLIGHT), the claims that found room together, and the sends
+    # (claim_size × CLAIMS_AHEAD), the claims that found room together, and the sends
     # on their way.
     sink.default("/hook", Answer(200, delay_s=0.03))
     for i in range(10):
         await webhook(hub, sink.url("/hook"), name=f"hook-{i}")
     claim_size, concurrency = 5, 2
-    bound = claim_size * CLAIMS_IN_FLIGHT - 1 + CLAIMS_AT_ONCE * claim_size + concurrency
+    bound = claim_size * CLAIMS_AHEAD - 1 + CLAIMS_AT_ONCE * claim_size + concurrency
     seen: list[int] = []
     async with running(hub, concurrency=concurrency, claim_size=claim_size):
         await hub.publish_many([{"kind": "k", "subject": f"s{i}"} for i in range(10)])

@@ -24,7 +24,7 @@ from tidings.core.errors import ConfigError, StoreError
 from tidings.core.model import Channel
 from tidings.core.states import Mode
 from tidings.dispatch.gate import ClaimGate
-from tidings.dispatch.jobs import CLAIMS_IN_FLIGHT, JobContext, run_digest, run_realtime
+from tidings.dispatch.jobs import CLAIMS_AHEAD, JobContext, run_digest, run_realtime
 from tidings.dispatch.wakeup import Wakeup
 from tidings.metrics import Metrics
 from tidings.store import Store
@@ -109,8 +109,8 @@ class Dispatcher:
             send_context=lambda: SendContext(http=http, store=self.store, attempt_at=_utc_now()),
             slots=asyncio.Semaphore(self.config.concurrency),
             lanes=self.config.concurrency,
-            # As far ahead as one busy channel runs on its own (its claims in flight).
-            gate=ClaimGate(ahead=CLAIMS_IN_FLIGHT * self.config.claim_size),
+            # Rows leased ahead of the sends, across every channel of this dispatcher.
+            gate=ClaimGate(ahead=CLAIMS_AHEAD * self.config.claim_size),
             worker_id=self.config.worker_id,
             lease_s=self.config.lease_s,
             claim_size=self.config.claim_size,

@@ -25,8 +25,13 @@ from tidings.dispatch.report import SendResult
 from tidings.metrics import Metrics
 from tidings.store import Store
 
-#: Claims of one channel sending at once: one sends while the next is claimed and recorded.
-CLAIMS_IN_FLIGHT = 2
+#: Claims of one channel in flight at once (sending, or recording what they sent), so the
+#: next claim is taken while earlier ones still send or record: with two, a small claim's
+#: sends ran dry while the one before it recorded (claims of 200: 0.68 -> 0.91 x raw).
+CLAIMS_IN_FLIGHT = 4
+#: How many full claims' rows a dispatcher may hold leased before they go to a send: the
+#: claim gate's bound (`ClaimGate.ahead`), across all its channels.
+CLAIMS_AHEAD = 2
 #: How often a dispatcher sweeps a channel's lost leases and expired rows while claiming
 #: (rows the sweep would end are never leased meanwhile; they wait at most this long).
 SWEEP_EVERY_S = 5.0

@@ -15,6 +15,8 @@ from sqlalchemy import event, exc
 from sqlalchemy.engine import URL, Connection, Engine
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from tidings.core import jsontext
+
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 READ_ONLY = "tidings_read_only"
 #: A pooled PostgreSQL connection idle this long is pinged before it is used again.
@@ -27,6 +29,7 @@ def create_engine(url: URL, *, pool_size: int = 10) -> AsyncEngine:
         return _sqlite_engine(url)
     engine = create_async_engine(
         url,
+        json_deserializer=jsontext.loads,
         pool_size=pool_size,
         max_overflow=pool_size,
         pool_recycle=1800,
@@ -60,7 +63,9 @@ def _ping_when_idle(engine: AsyncEngine) -> None:
 
 def _sqlite_engine(url: URL) -> AsyncEngine:
     engine = create_async_engine(
-        url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000, "check_same_thread": False}
+        url,
+        json_deserializer=jsontext.loads,
+        connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000, "check_same_thread": False},
     )
     _sqlite_setup(engine.sync_engine)
     return engine
@@ -72,6 +77,7 @@ def sqlite_thread_engine(url: URL) -> Engine:
     works in C with the GIL released, so a transaction in a thread overlaps the sends."""
     engine = sqlalchemy.create_engine(
         url.set(drivername="sqlite+pysqlite"),
+        json_deserializer=jsontext.loads,
         connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000, "check_same_thread": False},
     )
     _sqlite_setup(engine)
