@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 
 from sqlalchemy import ScalarSelect, func, select
@@ -15,19 +16,32 @@ from tidings.store.schema import channels, deliveries, is_live
 d = deliveries
 
 
-def due_channels(conn: Connection, clock: TxClock) -> list[Channel]:
+def due_channels(
+    conn: Connection, clock: TxClock, known: Mapping[int, Channel] | None = None
+) -> list[Channel]:
     """Enabled channels with at least one claimable row due now.
 
     Asked as "the channel's earliest live row is due", read per channel from the claim
     index: put as EXISTS, PostgreSQL may scan the table for the first live row, which walks
     past every row already sent (~40 ms a look at 50,000, and growing with the table).
+
+    `known` are channels from an earlier answer: one unchanged since (same `updated_at`) is
+    answered as it was rather than read and decoded again — a dispatcher asks each time a
+    job ends, and decoding a hundred channels cost it ~2 ms a time.
     """
-    stmt = (
-        select(channels)
+    known = known or {}
+    due = conn.execute(
+        select(channels.c.id, channels.c.updated_at)
         .where(channels.c.enabled, _first_live_at() <= clock.at())
         .order_by(channels.c.id)
-    )
-    return [rows.channel(r) for r in conn.execute(stmt).mappings()]
+    ).all()
+    stale = [i for i, updated_at in due if i not in known or known[i].updated_at != updated_at]
+    loaded = {}
+    if stale:
+        found = conn.execute(select(channels).where(channels.c.id.in_(stale))).mappings()
+        loaded = {c.id: c for c in (rows.channel(r) for r in found)}
+    # A channel deleted between the two reads is left out.
+    return [c for i, _ in due if (c := loaded.get(i) or known.get(i)) is not None]
 
 
 def next_due_at(conn: Connection) -> datetime | None:

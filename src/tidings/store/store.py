@@ -81,6 +81,8 @@ class Store:
         self._clock = clock
         #: C3: writes refused because the lease had passed to another worker.
         self.fenced_writes = 0
+        #: Channels of the last `due_channels` answer, by id (see scheduling.due_channels).
+        self._due_before: dict[int, Channel] = {}
         #: Called after this process stored new work: the in-process wake-up (W2).
         self.work_listeners: list[OnWork] = []
 
@@ -394,7 +396,10 @@ class Store:
     # -- scheduling, C5 and the inbox ----------------------------------------------------
 
     async def due_channels(self, *, now: datetime | None = None) -> list[Channel]:
-        return await self._run(scheduling.due_channels, now=now, read_only=True)
+        known = dict(self._due_before)  # the last answer's channels, reused if unchanged
+        due = await self._run(scheduling.due_channels, known, now=now, read_only=True)
+        self._due_before = {c.id: c for c in due}
+        return due
 
     async def next_due_at(self) -> datetime | None:
         return await self._run(lambda conn, _clock: scheduling.next_due_at(conn), read_only=True)
