@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
+from sqlalchemy.engine import Connection
 
 import tidings
 from tests.store.helpers import LEASE_S
@@ -54,3 +55,15 @@ async def test_four_claimers_over_ten_thousand_rows_claim_disjoint_sets(
     assert sum(1 for ids in claimed if ids) >= 2  # the work really was shared
     page = await pg_hub.deliveries(tidings.DeliveryQuery(state=tidings.State.SENDING))
     assert page.total == ROWS
+
+
+async def test_a_read_runs_without_a_transaction_of_its_own(pg_hub: tidings.Hub) -> None:
+    # now() is the transaction's start: inside BEGIN … COMMIT both statements see the same;
+    # each statement in a transaction of its own sees a later one.
+    def read(conn: Connection, _clock: object) -> bool:
+        first = conn.exec_driver_sql("SELECT now()").scalar()
+        second = conn.exec_driver_sql("SELECT now() FROM pg_sleep(0.01)").scalar()
+        return bool(first != second)
+
+    assert await pg_hub.store._run(read, read_only=True)
+    assert not await pg_hub.store._run(read)  # a write keeps its transaction

@@ -112,7 +112,10 @@ class Store:
                 return await self._in_thread(call, read_only)
             async with self.engine.connect() as conn:
                 if read_only:
-                    await conn.execution_options(**{READ_ONLY: True})
+                    # A read needs no transaction of its own: without BEGIN and COMMIT it
+                    # is one round trip, not three. (Each statement sees its own snapshot,
+                    # as it would in a READ COMMITTED transaction.)
+                    await conn.execution_options(isolation_level="AUTOCOMMIT")
                 async with conn.begin():
                     return await conn.run_sync(call)
         except TidingsError:
