@@ -191,3 +191,42 @@ async def test_o7_attempt_rows_are_kept_even_when_the_write_is_fenced(hub: tidin
     assert await hub.store.mark_sent(stale.token, stale.ids, [record]) == 0
     log = (await hub.delivery(stale.ids[0])).attempts_log
     assert ("slow", AttemptStatus.DELIVERED) in [(a.worker_id, a.status) for a in log]
+
+
+async def test_o1_o7_a_claims_attempt_rows_are_written_whole_and_in_delivery_order(
+    hub: tidings.Hub,
+) -> None:
+    # Enough rows for PostgreSQL's one-statement write; every field must come back as given.
+    ch = await channel(hub)
+    await publish(hub, 40)
+    got = await claim(hub, ch)
+    records = [
+        attempt(
+            i,
+            AttemptStatus.DELIVERED,
+            provider_response=f'ok {i} — "quoted" \\ é' + "x" * (i % 3),
+            batch_id=None if i % 2 else 7,
+            ms=i,
+        )
+        for i in got.ids
+    ]
+    assert await hub.store.mark_sent(got.token, got.ids, list(reversed(records))) == 40
+    async with hub.store.engine.connect() as conn:
+        found = (
+            await conn.exec_driver_sql(
+                "SELECT delivery_id, provider_response, batch_id, duration_ms, started_at,"
+                " worker_id, status FROM attempts ORDER BY id"
+            )
+        ).all()
+    given = {r.delivery_id: r for r in records}
+    assert [row[0] for row in found] == [r.delivery_id for r in reversed(records)]
+    for delivery_id, response, batch_id, duration_ms, started_at, worker, status in found:
+        record = given[delivery_id]
+        assert response == record.provider_response
+        assert batch_id == record.batch_id
+        assert duration_ms == record.duration_ms
+        started = started_at if isinstance(started_at, datetime) else None
+        if started is not None:  # PostgreSQL answers a datetime, to the microsecond
+            assert started == record.started_at
+        assert (worker, status) == (record.worker_id, "delivered")
+    assert {d.state for d in (await states(hub)).values()} == {State.SENT}

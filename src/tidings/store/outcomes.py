@@ -14,19 +14,26 @@ from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import (
+    JSON,
     BigInteger,
     ColumnElement,
+    Select,
+    Text,
     Update,
     any_,
     bindparam,
     case,
+    cast,
+    func,
+    insert,
+    literal_column,
     select,
     update,
 )
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import Connection
 
-from tidings.core import ratelimit
+from tidings.core import jsontext, ratelimit
 from tidings.core.model import AttemptRecord
 from tidings.core.states import Failure, SkipReason, State
 from tidings.core.text import LAST_ERROR_MAX_BYTES, PROVIDER_RESPONSE_MAX_BYTES, storable
@@ -43,24 +50,21 @@ d = deliveries
 def insert_attempts(conn: Connection, records: Sequence[AttemptRecord]) -> None:
     if not records:
         return
-    insert_rows(
-        conn,
-        attempts,
-        [
-            {
-                "delivery_id": r.delivery_id,
-                "batch_id": r.batch_id,
-                "worker_id": r.worker_id,
-                "status": r.status.value,
-                "error": storable(r.error, LAST_ERROR_MAX_BYTES),
-                "duration_ms": r.duration_ms,
-                "provider_response": storable(r.provider_response, PROVIDER_RESPONSE_MAX_BYTES),
-                "started_at": r.started_at,
-                "finished_at": r.finished_at,
-            }
-            for r in records
-        ],
-    )
+    insert_rows(conn, attempts, [_attempt_values(r) for r in records])
+
+
+def _attempt_values(r: AttemptRecord) -> dict[str, Any]:
+    return {
+        "delivery_id": r.delivery_id,
+        "batch_id": r.batch_id,
+        "worker_id": r.worker_id,
+        "status": r.status.value,
+        "error": storable(r.error, LAST_ERROR_MAX_BYTES),
+        "duration_ms": r.duration_ms,
+        "provider_response": storable(r.provider_response, PROVIDER_RESPONSE_MAX_BYTES),
+        "started_at": r.started_at,
+        "finished_at": r.finished_at,
+    }
 
 
 def _fenced(conn: Connection, token: str, ids: Sequence[int], values: dict[str, Any]) -> int:
@@ -116,6 +120,43 @@ def _sent_statement(postgres: bool, database_clock: bool) -> Update:
         .where(ids, d.c.lease_token == bindparam("token"), d.c.state == State.SENDING.value)
         .values(state=State.SENT.value, sent_at=sent_at, last_error=None, failure=None)
     )
+
+
+def mark_sent_logged(
+    conn: Connection,
+    clock: TxClock,
+    token: str,
+    ids: Sequence[int],
+    records: Sequence[AttemptRecord],
+) -> int:
+    """O1 and its attempt rows (O7) in one PostgreSQL statement: the write after nearly every
+    claim, one round trip where UPDATE, INSERT, BEGIN and COMMIT were four. The rows go as
+    one JSON text, which costs the client a third of what one array per column did."""
+    params: dict[str, Any] = {
+        "ids": list(ids),
+        "token": token,
+        "rows": jsontext.dumps([_attempt_values(r) for r in records]).decode(),
+        **clock.now_param(),
+    }
+    return int(conn.execute(_sent_logged_statement(clock.unread), params).scalar_one())
+
+
+@functools.cache
+def _sent_logged_statement(database_clock: bool) -> Select[Any]:
+    sent = _sent_statement(True, database_clock).returning(d.c.id).cte("sent")
+    names = [c.name for c in attempts.c]  # the row type's columns, in order
+    source = (
+        func.json_populate_recordset(
+            literal_column("NULL::attempts"), cast(bindparam("rows", type_=Text), JSON)
+        )
+        .table_valued(*names, with_ordinality="n_")
+        .render_derived()
+        .alias("given")
+    )
+    written = [c.name for c in attempts.c if c.name != "id"]
+    rows = select(*(source.c[n] for n in written)).order_by(source.c.n_)
+    logged = insert(attempts).from_select(written, rows).cte("logged")
+    return select(func.count()).select_from(sent).add_cte(logged)
 
 
 def schedule_retry(
