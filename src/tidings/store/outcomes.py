@@ -14,19 +14,15 @@ from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import (
-    JSON,
     BigInteger,
     ColumnElement,
     Select,
-    Text,
     Update,
     any_,
     bindparam,
     case,
-    cast,
     func,
     insert,
-    literal_column,
     select,
     update,
 )
@@ -38,7 +34,7 @@ from tidings.core.model import AttemptRecord
 from tidings.core.states import Failure, SkipReason, State
 from tidings.core.text import LAST_ERROR_MAX_BYTES, PROVIDER_RESPONSE_MAX_BYTES, storable
 from tidings.store import buckets
-from tidings.store.bulk import insert_rows
+from tidings.store.bulk import ORDINALITY, ROWS_PARAM, insert_rows, recordset_source
 from tidings.store.channel_ops import load_channel
 from tidings.store.clock import TxClock, prepared_now
 from tidings.store.dialect import ids_in, is_postgres
@@ -135,7 +131,7 @@ def mark_sent_logged(
     params: dict[str, Any] = {
         "ids": list(ids),
         "token": token,
-        "rows": jsontext.dumps([_attempt_values(r) for r in records]).decode(),
+        ROWS_PARAM: jsontext.dumps([_attempt_values(r) for r in records]).decode(),
         **clock.now_param(),
     }
     return int(conn.execute(_sent_logged_statement(clock.unread), params).scalar_one())
@@ -144,17 +140,9 @@ def mark_sent_logged(
 @functools.cache
 def _sent_logged_statement(database_clock: bool) -> Select[Any]:
     sent = _sent_statement(True, database_clock).returning(d.c.id).cte("sent")
-    names = [c.name for c in attempts.c]  # the row type's columns, in order
-    source = (
-        func.json_populate_recordset(
-            literal_column("NULL::attempts"), cast(bindparam("rows", type_=Text), JSON)
-        )
-        .table_valued(*names, with_ordinality="n_")
-        .render_derived()
-        .alias("given")
-    )
+    source = recordset_source(attempts)
     written = [c.name for c in attempts.c if c.name != "id"]
-    rows = select(*(source.c[n] for n in written)).order_by(source.c.n_)
+    rows = select(*(source.c[n] for n in written)).order_by(source.c[ORDINALITY])
     logged = insert(attempts).from_select(written, rows).cte("logged")
     return select(func.count()).select_from(sent).add_cte(logged)
 
