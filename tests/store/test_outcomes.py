@@ -214,19 +214,21 @@ async def test_o1_o7_a_claims_attempt_rows_are_written_whole_and_in_delivery_ord
     async with hub.store.engine.connect() as conn:
         found = (
             await conn.exec_driver_sql(
-                "SELECT delivery_id, provider_response, batch_id, duration_ms, started_at,"
-                " worker_id, status FROM attempts ORDER BY id"
+                "SELECT delivery_id, provider_response, batch_id, duration_ms, worker_id, status"
+                " FROM attempts ORDER BY id"
             )
         ).all()
     given = {r.delivery_id: r for r in records}
     assert [row[0] for row in found] == [r.delivery_id for r in reversed(records)]
-    for delivery_id, response, batch_id, duration_ms, started_at, worker, status in found:
+    for delivery_id, response, batch_id, duration_ms, worker, status in found:
         record = given[delivery_id]
         assert response == record.provider_response
         assert batch_id == record.batch_id
         assert duration_ms == record.duration_ms
-        started = started_at if isinstance(started_at, datetime) else None
-        if started is not None:  # PostgreSQL answers a datetime, to the microsecond
-            assert started == record.started_at
         assert (worker, status) == (record.worker_id, "delivered")
+    for delivery_id in got.ids[::7]:  # times come back to the microsecond, in UTC
+        (logged,) = (await hub.delivery(delivery_id)).attempts_log
+        assert logged.started_at == given[delivery_id].started_at
+        assert logged.finished_at == given[delivery_id].finished_at
+        assert logged.started_at.tzinfo is UTC
     assert {d.state for d in (await states(hub)).values()} == {State.SENT}

@@ -38,7 +38,7 @@ from tidings.store.bulk import ORDINALITY, ROWS_PARAM, insert_rows, recordset_so
 from tidings.store.channel_ops import load_channel
 from tidings.store.clock import TxClock, prepared_now
 from tidings.store.dialect import ids_in, is_postgres
-from tidings.store.schema import attempts, channels, deliveries
+from tidings.store.schema import attempts, channels, deliveries, sqlite_text
 
 d = deliveries
 
@@ -46,7 +46,25 @@ d = deliveries
 def insert_attempts(conn: Connection, records: Sequence[AttemptRecord]) -> None:
     if not records:
         return
-    insert_rows(conn, attempts, [_attempt_values(r) for r in records])
+    if is_postgres(conn):
+        insert_rows(conn, attempts, [_attempt_values(r) for r in records])
+        return
+    # SQLite: straight to the driver's executemany. Through SQLAlchemy each row's values went
+    # through its bind processing in Python, a third of the time a claim's write took.
+    conn.exec_driver_sql(_SQLITE_INSERT_ATTEMPTS, [_sqlite_attempt(r) for r in records])
+
+
+_WRITTEN = [c.name for c in attempts.c if c.name != "id"]
+_SQLITE_INSERT_ATTEMPTS = (
+    f"INSERT INTO attempts ({', '.join(_WRITTEN)}) VALUES ({', '.join('?' for _ in _WRITTEN)})"
+)
+
+
+def _sqlite_attempt(r: AttemptRecord) -> tuple[Any, ...]:
+    values = _attempt_values(r)
+    values["started_at"] = sqlite_text(r.started_at)
+    values["finished_at"] = sqlite_text(r.finished_at)
+    return tuple(values[name] for name in _WRITTEN)
 
 
 def _attempt_values(r: AttemptRecord) -> dict[str, Any]:
@@ -141,9 +159,8 @@ def mark_sent_logged(
 def _sent_logged_statement(database_clock: bool) -> Select[Any]:
     sent = _sent_statement(True, database_clock).returning(d.c.id).cte("sent")
     source = recordset_source(attempts)
-    written = [c.name for c in attempts.c if c.name != "id"]
-    rows = select(*(source.c[n] for n in written)).order_by(source.c[ORDINALITY])
-    logged = insert(attempts).from_select(written, rows).cte("logged")
+    rows = select(*(source.c[n] for n in _WRITTEN)).order_by(source.c[ORDINALITY])
+    logged = insert(attempts).from_select(_WRITTEN, rows).cte("logged")
     return select(func.count()).select_from(sent).add_cte(logged)
 
 

@@ -73,6 +73,12 @@ class UTCDateTime(TypeDecorator[datetime]):
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
+def sqlite_text(value: datetime) -> str:
+    """An aware datetime as UTCDateTime stores it on SQLite (SQLAlchemy's DATETIME format),
+    for statements that bind values without SQLAlchemy's processing."""
+    return f"{value.astimezone(UTC):%Y-%m-%d %H:%M:%S.%f}"
+
+
 JSONDoc = JSON().with_variant(JSONB(), "postgresql")
 # SQLite only auto-increments INTEGER PRIMARY KEY; PostgreSQL gets a bigint identity.
 Id = BigInteger().with_variant(Integer(), "sqlite")
