@@ -70,3 +70,39 @@ async def test_store_operations_run_off_the_event_loop(sqlite_hub: tidings.Hub) 
         event.remove(engine, "before_cursor_execute", where)
     assert seen
     assert all(name.startswith("tidings-db") for name in seen)
+
+
+async def test_writes_take_turns_on_one_thread_and_reads_run_beside_them(
+    sqlite_hub: tidings.Hub,
+) -> None:
+    # Writers on several threads waited for SQLite's lock in its busy handler's sleeps; on
+    # one thread they queue instead. A read still answers while a write is under way.
+    hub = sqlite_hub
+    ch = await channel(hub)
+    await publish(hub, 3)
+    writers: set[str] = set()
+    leasing = threading.Event()
+    release = threading.Event()
+
+    def watch(_conn: Any, _cursor: Any, sql: str, *_rest: Any) -> None:
+        name = threading.current_thread().name
+        if sql.lstrip().startswith(("INSERT", "UPDATE", "WITH")):
+            writers.add(name)
+        if "picked" in sql and not leasing.is_set():
+            leasing.set()
+            release.wait(10)  # hold the write open
+
+    engine = hub.store.sync_engine
+    event.listen(engine, "before_cursor_execute", watch)
+    try:
+        claim = asyncio.create_task(hub.store.claim_realtime(ch.id, 10, 60.0, "w"))
+        assert await asyncio.to_thread(leasing.wait, 10)
+        due = await asyncio.wait_for(hub.store.due_channels(), 5)  # not queued behind it
+        assert [c.id for c in due] == [ch.id]
+        release.set()
+        assert await claim is not None
+        await asyncio.gather(*(publish(hub, 2, subject=f"more{i}") for i in range(4)))
+    finally:
+        release.set()
+        event.remove(engine, "before_cursor_execute", watch)
+    assert len(writers) == 1, writers
