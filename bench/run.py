@@ -559,7 +559,7 @@ async def _publish_http(base: str, token: str, n: int, concurrency: int) -> floa
         return n / (time.perf_counter() - started)
 
 
-async def _publish_lib(url: str, n: int, batches: int) -> tuple[float, float]:
+async def _publish_lib(url: str, n: int) -> float:
     import tidings
 
     async with tidings.Hub(url) as hub:
@@ -567,13 +567,20 @@ async def _publish_lib(url: str, n: int, batches: int) -> tuple[float, float]:
         started = time.perf_counter()
         for i in range(n):
             await hub.publish(**_event(i))
-        single = n / (time.perf_counter() - started)
-        batch = [_event(i) for i in range(1000)]
-        started = time.perf_counter()
-        for _ in range(batches):
-            await hub.publish_many(batch)
-        many = batches * 1000 / (time.perf_counter() - started)
-    return single, many
+        return n / (time.perf_counter() - started)
+
+
+def _publish_batches(url: str, batches: int, settle: bool) -> float:
+    """Batches of 1,000 in a fresh process (bench/publish_batches.py)."""
+    args = [sys.executable, "-m", "bench.publish_batches", url, str(batches)]
+    done = subprocess.run(
+        [*args, "--settle"] if settle else args,
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    )
+    return float(done.stdout.strip().splitlines()[-1])
 
 
 def scenario_publish(pg: Postgres, sink: Sink, c: Counts, tmp: Path) -> list[Result]:
@@ -639,7 +646,7 @@ def scenario_publish(pg: Postgres, sink: Sink, c: Counts, tmp: Path) -> list[Res
                 )
         finally:
             _stop(serve)
-        single, many = asyncio.run(_publish_lib(url, c.publish_single, c.publish_batches))
+        single = asyncio.run(_publish_lib(url, c.publish_single))
         out.append(
             Result(
                 "publish/lib-single",
@@ -649,15 +656,21 @@ def scenario_publish(pg: Postgres, sink: Sink, c: Counts, tmp: Path) -> list[Res
                 notes={"events": c.publish_single, "sequential": True, "fan_out": 1},
             )
         )
-        out.append(
-            Result(
-                "publish/lib-batch-1000",
-                many,
-                "events/s",
-                "postgresql",
-                notes={"batches": c.publish_batches, "fan_out": 1},
+        for name, settle in (("", False), ("-settled", True)):
+            out.append(
+                Result(
+                    f"publish/lib-batch-1000{name}",
+                    _publish_batches(url, c.publish_batches, settle),
+                    "events/s",
+                    "postgresql",
+                    notes={
+                        "batches": c.publish_batches,
+                        "fan_out": 1,
+                        "process": "fresh",
+                        "settle_heap": settle,
+                    },
+                )
             )
-        )
     return out
 
 

@@ -27,6 +27,7 @@ from tidings.core.model import (
     Severity,
 )
 from tidings.core.states import AttemptStatus, Failure, Mode, SkipReason, State
+from tidings.heap import settle as settle_heap
 from tidings.hub import Hub
 from tidings.sync import SyncHub
 
@@ -56,5 +57,6 @@ __all__ = [
     "SyncHub",
     "TidingsError",
     "ValidationError",
+    "settle_heap",
 ]
 __version__ = "0.1.0"

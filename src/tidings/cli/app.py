@@ -16,8 +16,8 @@ from typing import Annotated, Any
 
 import typer
 
+from tidings import heap
 from tidings.bootstrap import runtime
-from tidings.cli import heap
 from tidings.config import Settings, load
 from tidings.core.errors import TidingsError
 from tidings.store import Store

@@ -11,9 +11,9 @@ from typing import Annotated
 import typer
 import uvicorn
 
+from tidings import heap
 from tidings.api import create_app
 from tidings.bootstrap import runtime
-from tidings.cli import heap
 from tidings.cli.app import ConfigOption, DbOption, app, run_async, verbose
 from tidings.config import Settings, load
 from tidings.dispatch.dispatcher import check_lease

@@ -21,6 +21,8 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 def has_unstorable(text: str) -> bool:
     """True when `text` holds a NUL or a lone surrogate, which no database column can store."""
+    if text.isascii():  # the common case, answered from a flag and a memchr
+        return "\x00" in text
     return _UNSTORABLE.search(text) is not None
 
 

@@ -94,7 +94,7 @@ def _recordset_insert(
     constants: Mapping[str, ColumnElement[Any]],
 ) -> tuple[Any, dict[str, str]]:
     """The statement and its one parameter: the rows as one JSON text."""
-    document = jsontext.dumps([{name: row[name] for name in names} for row in values])
+    document = jsontext.dumps(list(values))  # every row has exactly these keys
     params = {ROWS_PARAM: document.decode()}
     if not constants:
         return _plain_recordset_insert(table, tuple(names)), params

@@ -123,10 +123,11 @@ def _fan_out(
     by_event: dict[int, list[Delivery]] = {}
     if not pairs:
         return by_event
-    values = [_new_delivery(e, c) for e, c in pairs]
+    initial = {c.id: _initial_state(c) for c in all_channels}
+    values = [_new_delivery(e, c, initial[c.id]) for e, c in pairs]
     ids = insert_rows(conn, deliveries, values, [deliveries.c.id])
     for (event, channel), (delivery_id,) in zip(pairs, ids, strict=True):
-        delivery = _delivery(delivery_id, event, channel)
+        delivery = _delivery(delivery_id, event, channel, initial[channel.id])
         by_event.setdefault(event.id, []).append(delivery)
     return by_event
 
@@ -142,8 +143,10 @@ def _matches(channel: Channel, event: Event) -> bool:
     )
 
 
-def _new_delivery(event: Event, channel: Channel) -> dict[str, object]:
-    state, skip = _initial_state(channel)
+def _new_delivery(
+    event: Event, channel: Channel, initial: tuple[State, SkipReason | None]
+) -> dict[str, object]:
+    state, skip = initial
     return {
         "event_id": event.id,
         "channel_id": channel.id,
@@ -155,8 +158,10 @@ def _new_delivery(event: Event, channel: Channel) -> dict[str, object]:
     }
 
 
-def _delivery(delivery_id: int, event: Event, channel: Channel) -> Delivery:
-    state, skip = _initial_state(channel)
+def _delivery(
+    delivery_id: int, event: Event, channel: Channel, initial: tuple[State, SkipReason | None]
+) -> Delivery:
+    state, skip = initial
     return Delivery(
         id=delivery_id,
         event_id=event.id,

@@ -1,4 +1,6 @@
-"""Garbage-collector settings for the long-running processes (worker, serve).
+"""Garbage-collector settings for long-running processes: tidings' own (worker, serve, run)
+call `settle` after start-up, and so may an application that publishes large batches
+(`tidings.settle_heap`).
 
 Start-up leaves a large heap of objects that live as long as the process (modules, SQLAlchemy
 compiled statements, templates). Left in the collector's generations, every full pass walks
