@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import event, text
 from sqlalchemy.engine import Connection
 
 import tidings
@@ -257,3 +258,36 @@ async def test_only_a_realtime_claim_commits_without_waiting_for_the_wal_flush(
                 assert await conn.run_sync(claim_then_show, ch.id) == "off"
             async with conn.begin():
                 assert await conn.run_sync(show) == "on"
+
+
+async def test_e3_an_event_claimed_for_another_channel_is_not_read_again(
+    hub: tidings.Hub, db_url: str
+) -> None:
+    a = await channel(hub, "a")
+    b = await channel(hub, "b")
+    (published,) = await publish(hub, 1, title="once", data={"n": 2**70}, labels={"k": "v"})
+    reads: list[str] = []
+
+    def watch(_conn: Any, _cursor: Any, sql: str, *_rest: Any) -> None:
+        if "FROM events" in sql:
+            reads.append(sql)
+
+    engine = hub.store.sync_engine
+    event.listen(engine, "before_cursor_execute", watch)
+    try:
+        first = await claim(hub, a)
+        assert len(reads) == 1  # read once, for the first channel
+        second = await claim(hub, b)
+        assert len(reads) == 1  # the second channel's claim reused it
+    finally:
+        event.remove(engine, "before_cursor_execute", watch)
+    assert second.items[0].event is first.items[0].event
+    assert first.items[0].event == published.event
+    # Another store (another dispatcher) reads it itself, and gets the same event.
+    async with tidings.Hub(db_url) as other:
+        await other.channels.get(a.id)
+        await hub.store.mark_sent(first.token, first.ids)
+        await other.store.defer(second.token, second.ids)
+        again = await other.store.claim_realtime(b.id, 10, LEASE_S, "other")
+        assert again is not None
+        assert again.items[0].event == published.event

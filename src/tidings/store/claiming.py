@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import functools
 import secrets
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import (
+    BigInteger,
     ColumnElement,
     Executable,
     Interval,
@@ -31,12 +33,13 @@ from sqlalchemy import (
     type_coerce,
     update,
 )
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.expression import UnaryExpression
 from sqlalchemy.sql.operators import custom_op
 
 from tidings.core import ratelimit
-from tidings.core.model import AttemptRecord, Channel, Claim, ClaimedDelivery
+from tidings.core.model import AttemptRecord, Channel, Claim, ClaimedDelivery, Event
 from tidings.core.states import AttemptStatus, Failure, Mode, State
 from tidings.store import buckets, rows
 from tidings.store.channel_ops import load_channel
@@ -67,6 +70,7 @@ def claim_realtime(
     lease_s: float,
     owner: str,
     swept: bool = True,
+    known: Mapping[int, Event] | None = None,
 ) -> Claim | None:
     """Lease up to `limit` due rows of a realtime channel, never more than its budget (C6).
 
@@ -91,7 +95,7 @@ def claim_realtime(
     allowed = min(limit, buckets.budget(channel, bucket, now))
     if allowed <= 0:
         return None
-    claim = _lease(conn, clock, channel, allowed, lease_s, owner, by_id=False)
+    claim = _lease(conn, clock, channel, allowed, lease_s, owner, by_id=False, known=known)
     if claim is not None:
         buckets.spend(conn, channel, bucket, now, len(claim))
     return claim
@@ -120,6 +124,7 @@ def claim_digest(
     lease_s: float,
     owner: str,
     swept: bool = True,
+    known: Mapping[int, Event] | None = None,
 ) -> Claim | None:
     """D2–D4: lease all claimable rows oldest first (≤ 500), one rate token for the message.
 
@@ -134,7 +139,7 @@ def claim_digest(
     if bucket is None or buckets.budget(channel, bucket, now) < 1:
         return None
     size = min(limit, MAX_DIGEST_BATCH)
-    claim = _lease(conn, clock, channel, size, lease_s, owner, by_id=True)
+    claim = _lease(conn, clock, channel, size, lease_s, owner, by_id=True, known=known)
     if claim is None:
         return None
     buckets.spend(conn, channel, bucket, now, 1)
@@ -236,8 +241,14 @@ def _lease(
     lease_s: float,
     owner: str,
     by_id: bool,
+    known: Mapping[int, Event] | None = None,
 ) -> Claim | None:
-    """Lease up to `limit` due rows, oldest due first (or by id, for a digest)."""
+    """Lease up to `limit` due rows, oldest due first (or by id, for a digest).
+
+    Events are immutable (E3): those in `known` (a caller's events from earlier claims) are
+    not read again, the rest in one more statement. An event published to many channels is
+    claimed once per channel; decoding it every time cost ~4.5 us a row.
+    """
     token = secrets.token_hex(16)
     now = clock.now()
     params: dict[str, Any] = {
@@ -254,19 +265,20 @@ def _lease(
         params["born_after"] = now - timedelta(seconds=channel.max_age_s)
     postgres = is_postgres(conn)
     lease = _lease_statement(postgres, expires, by_id)
-    if postgres:
-        # One statement: the lease is a CTE joined to its events (saves a round trip).
-        found = conn.execute(lease, params).all()
-        items = [ClaimedDelivery(rows.delivery_at(r), rows.event_at(r, _WIDTH)) for r in found]
-    else:
-        # SQLite cannot put an UPDATE in a CTE; its round trips are in-process calls anyway.
-        leased = [rows.delivery_at(r) for r in conn.execute(lease, params)]
-        wanted = {"ids": list({x.event_id for x in leased})}
-        events_found = conn.execute(_EVENTS_BY_ID, wanted).all() if leased else []
-        by_event = {e.id: e for e in (rows.event_at(r) for r in events_found)}
-        items = [ClaimedDelivery(x, by_event[x.event_id]) for x in leased]
-    if not items:
+    leased = [rows.delivery_at(r) for r in conn.execute(lease, params)]
+    if not leased:
         return None
+    remembered = known or {}
+    by_event: dict[int, Event] = {}
+    for event_id in {x.event_id for x in leased}:
+        event = remembered.get(event_id)  # one lookup: the caller may forget it meanwhile
+        if event is not None:
+            by_event[event_id] = event
+    missing = [x.event_id for x in leased if x.event_id not in by_event]
+    if missing:
+        found = conn.execute(_events_by_id(postgres), {"ids": sorted(set(missing))})
+        by_event.update((e.id, e) for e in (rows.event_at(r) for r in found))
+    items = [ClaimedDelivery(x, by_event[x.event_id]) for x in leased]
     items.sort(key=lambda item: item.delivery.id)
     return Claim(
         token=token,
@@ -277,8 +289,13 @@ def _lease(
     )
 
 
-_WIDTH = rows.DELIVERY_WIDTH
-_EVENTS_BY_ID = select(events).where(events.c.id.in_(bindparam("ids", expanding=True)))
+@functools.cache
+def _events_by_id(postgres: bool) -> Executable:
+    """Events by id; on PostgreSQL one array parameter, so the statement text (and its
+    prepared plan) is the same however many ids."""
+    if postgres:
+        return select(events).where(events.c.id == any_(bindparam("ids", type_=ARRAY(BigInteger))))
+    return select(events).where(events.c.id.in_(bindparam("ids", expanding=True)))
 
 
 @functools.cache
@@ -333,11 +350,7 @@ def _lease_statement(postgres: bool, expires: bool, by_id: bool) -> Executable:
         # the batch id is the smallest id taken, set only where still null.
         first = select(func.min(picked.c.id)).scalar_subquery()
         values["batch_id"] = func.coalesce(d.c.batch_id, first)
-    lease = update(d).where(chosen).values(values).returning(*d.c)
-    if not postgres:
-        return lease
-    taken = lease.cte("leased")
-    return select(taken, *events.c).join(events, events.c.id == taken.c.event_id)
+    return update(d).where(chosen).values(values).returning(*d.c)
 
 
 def _assign_batch(conn: Connection, claim: Claim) -> Claim:

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
@@ -30,6 +31,7 @@ from tidings.core.model import (
     DeliveryDetail,
     DeliveryQuery,
     DeliveryView,
+    Event,
     EventInput,
     Page,
     PublishResult,
@@ -60,6 +62,9 @@ log = logging.getLogger("tidings.store")
 #: a single thread: SQLite takes one writer at a time anyway, and writers on several threads
 #: waited for its lock in the busy handler's sleeps (e2e on SQLite: 0.72 -> 0.85 x raw).
 SQLITE_READERS = 3
+#: Events a store keeps from its claims (an event published to many channels is claimed by
+#: each of them; 4,096 events of a few KiB are a few MiB).
+EVENTS_REMEMBERED = 4096
 
 
 class _Abandoned(Exception):
@@ -85,6 +90,8 @@ class Store:
         self._clock = clock
         #: C3: writes refused because the lease had passed to another worker.
         self.fenced_writes = 0
+        #: Events of recent claims, by id: a claim reads only the events not in here.
+        self._events: OrderedDict[int, Event] = OrderedDict()
         #: Channels of the last `due_channels` answer, by id (see scheduling.due_channels).
         self._due_before: dict[int, Channel] = {}
         #: Called after this process stored new work: the in-process wake-up (W2).
@@ -223,9 +230,17 @@ class Store:
         swept: bool = True,
         now: datetime | None = None,
     ) -> Claim | None:
-        return await self._run(
-            claiming.claim_realtime, channel_id, limit, lease_s, owner, swept, now=now
+        claim = await self._run(
+            claiming.claim_realtime,
+            channel_id,
+            limit,
+            lease_s,
+            owner,
+            swept,
+            self._events,
+            now=now,
         )
+        return self._remember_events(claim)
 
     async def digest_due(self, channel_id: int, *, now: datetime | None = None) -> bool:
         return await self._run(claiming.digest_due, channel_id, now=now, read_only=True)
@@ -240,9 +255,22 @@ class Store:
         swept: bool = True,
         now: datetime | None = None,
     ) -> Claim | None:
-        return await self._run(
-            claiming.claim_digest, channel_id, limit, lease_s, owner, swept, now=now
+        claim = await self._run(
+            claiming.claim_digest, channel_id, limit, lease_s, owner, swept, self._events, now=now
         )
+        return self._remember_events(claim)
+
+    def _remember_events(self, claim: Claim | None) -> Claim | None:
+        """Keep the claim's events for the next claims (immutable, E3), the most recent
+        EVENTS_REMEMBERED of them."""
+        if claim is not None:
+            remembered = self._events
+            for item in claim.items:
+                remembered[item.event.id] = item.event
+                remembered.move_to_end(item.event.id)
+            while len(remembered) > EVENTS_REMEMBERED:
+                remembered.popitem(last=False)
+        return claim
 
     async def leased(self, token: str) -> Claim | None:
         """The rows `token` still holds, with their channel and events (W4 reports)."""
