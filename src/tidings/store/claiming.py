@@ -270,13 +270,15 @@ def _lease(
         return None
     remembered = known or {}
     by_event: dict[int, Event] = {}
-    for event_id in {x.event_id for x in leased}:
+    missing: list[int] = []
+    for event_id in sorted({x.event_id for x in leased}):
         event = remembered.get(event_id)  # one lookup: the caller may forget it meanwhile
-        if event is not None:
+        if event is None:
+            missing.append(event_id)
+        else:
             by_event[event_id] = event
-    missing = [x.event_id for x in leased if x.event_id not in by_event]
     if missing:
-        found = conn.execute(_events_by_id(postgres), {"ids": sorted(set(missing))})
+        found = conn.execute(_events_by_id(postgres), {"ids": missing})
         by_event.update((e.id, e) for e in (rows.event_at(r) for r in found))
     items = [ClaimedDelivery(x, by_event[x.event_id]) for x in leased]
     items.sort(key=lambda item: item.delivery.id)

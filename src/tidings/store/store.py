@@ -60,7 +60,8 @@ from tidings.store.url import parse
 log = logging.getLogger("tidings.store")
 #: Threads running SQLite read transactions beside the one writer thread. Writes go through
 #: a single thread: SQLite takes one writer at a time anyway, and writers on several threads
-#: waited for its lock in the busy handler's sleeps (e2e on SQLite: 0.72 -> 0.85 x raw).
+#: waited for its lock in the busy handler's sleeps (e2e on SQLite, single runs: 0.72 ->
+#: 0.80-0.87 x raw).
 SQLITE_READERS = 3
 #: Events a store keeps from its claims (an event published to many channels is claimed by
 #: each of them; 4,096 events of a few KiB are a few MiB).
