@@ -11,6 +11,7 @@ from tidings.core.states import (
     FINAL,
     RESENDABLE,
     TRANSITIONS,
+    Guard,
     State,
     can_transition,
     state_machine_markdown,
@@ -24,10 +25,19 @@ REGENERATE = (
 
 
 def test_every_transition_ends_in_a_state_and_starts_from_states() -> None:
-    for name, (sources, target, meaning) in TRANSITIONS.items():
-        assert isinstance(target, State), name
-        assert all(isinstance(s, State) for s in sources), name
-        assert meaning, name
+    for name, t in TRANSITIONS.items():
+        assert t.name == name
+        assert isinstance(t.target, State), name
+        assert all(isinstance(s, State) for s in t.sources), name
+        assert t.meaning, name
+
+
+def test_guards_fit_their_sources() -> None:
+    """Only new rows have no source; a lease token guards only writes on leased rows."""
+    for t in TRANSITIONS.values():
+        assert (t.guard is Guard.NEW) == (not t.sources), t.name
+        if t.guard is Guard.LEASE:
+            assert t.sources == {State.SENDING}, t.name
 
 
 def test_state_sets_are_consistent() -> None:
@@ -38,18 +48,18 @@ def test_state_sets_are_consistent() -> None:
 
 
 def test_final_states_are_left_only_by_resend() -> None:
-    for name, (sources, _, _) in TRANSITIONS.items():
-        if sources & FINAL:
+    for name, t in TRANSITIONS.items():
+        if t.sources & FINAL:
             assert name == "resend"
-            assert sources == RESENDABLE
+            assert t.sources == RESENDABLE
 
 
 def test_every_state_is_reachable() -> None:
-    assert {target for _, target, _ in TRANSITIONS.values()} == set(State)
+    assert {t.target for t in TRANSITIONS.values()} == set(State)
 
 
 def test_only_publish_creates_rows() -> None:
-    creators = {name for name, (sources, _, _) in TRANSITIONS.items() if not sources}
+    creators = {name for name, t in TRANSITIONS.items() if not t.sources}
     assert creators == {"publish", "publish_skipped"}
 
 
@@ -63,6 +73,9 @@ def test_only_publish_creates_rows() -> None:
         ("mark_sent", State.PENDING, False),
         ("schedule_retry", State.SENDING, True),
         ("rate_limited", State.PENDING, False),
+        ("release_lost", State.SENDING, True),
+        ("release_lost", State.PENDING, False),
+        ("exhaust_lost", State.SENDING, True),
         ("expire", State.PENDING, True),
         ("skip", State.PENDING, True),
         ("skip", State.SENDING, False),

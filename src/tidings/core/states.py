@@ -1,11 +1,13 @@
 """Delivery states and the transitions between them: the state machine as a table.
 
-Pure: imports only the standard library. The store's write operations are named after the
-transitions listed here, and each is guarded by the state it expects.
+Pure: imports only the standard library. The store's writes are named after the transitions
+listed here and take their guard from the table: the source states, and the lease token (a
+worker's outcome) or the due time (a claim, the sweep of lost leases and expired rows).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import StrEnum
 
 
@@ -54,44 +56,74 @@ FINAL: frozenset[State] = frozenset({State.SENT, State.FAILED, State.SKIPPED})
 RESENDABLE: frozenset[State] = frozenset({State.FAILED, State.SKIPPED})
 
 
-# transition name -> (states it starts from, state it ends in, what it means)
-TRANSITIONS: dict[str, tuple[frozenset[State], State, str]] = {
-    "publish": (frozenset(), State.PENDING, "E1: event stored, channel enabled and matching"),
-    "publish_skipped": (frozenset(), State.SKIPPED, "E1: channel matching but disabled"),
-    "claim": (CLAIMABLE, State.SENDING, "C1: due row leased, attempts+1"),
-    "mark_sent": (frozenset({State.SENDING}), State.SENT, "O1: delivered"),
-    "schedule_retry": (
-        frozenset({State.SENDING}),
-        State.PENDING,
-        "O2: retryable failure, due after backoff",
-    ),
-    "exhaust": (frozenset({State.SENDING}), State.FAILED, "O2/C2: max_attempts spent"),
-    "fail": (frozenset({State.SENDING}), State.FAILED, "O3: permanent failure"),
-    "rate_limited": (
-        frozenset({State.SENDING}),
-        State.PENDING,
-        "O4: provider rate limit, attempt revoked",
-    ),
-    "defer": (
-        frozenset({State.SENDING}),
-        State.PENDING,
-        "D5/W3: not sent now, attempt revoked, due at once",
-    ),
-    "expire": (CLAIMABLE, State.FAILED, "O5: older than the channel's max_age_s"),
-    "skip": (frozenset({State.PENDING}), State.SKIPPED, "C7: channel disabled"),
-    "skip_on_return": (
-        frozenset({State.SENDING}),
-        State.SKIPPED,
-        "C7: channel disabled while the row was in flight and it would go back to pending",
-    ),
-    "resend": (RESENDABLE, State.PENDING, "M1: operator resend, attempts=0, due now"),
-}
+class Guard(StrEnum):
+    """What a transition's write requires of a row besides its state being a source state."""
+
+    #: Creates the row (publishing).
+    NEW = "new row"
+    #: Only the state.
+    STATE = "state"
+    #: Due now (`next_attempt_at <= now`): a pending row whose time came, or a sending row
+    #: whose lease ran out (C2).
+    DUE = "state, due now"
+    #: Still leased with the writer's token (C3): a worker whose lease passed on changes nothing.
+    LEASE = "state, lease token"
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    name: str
+    sources: frozenset[State]
+    target: State
+    guard: Guard
+    meaning: str
+
+
+_SENDING = frozenset({State.SENDING})
+
+
+def _table(*transitions: Transition) -> dict[str, Transition]:
+    return {t.name: t for t in transitions}
+
+
+#: Every change of a delivery's state. The store's writes are named after these and take
+#: their guard (source states, and lease token or due time) from here.
+TRANSITIONS: dict[str, Transition] = _table(
+    Transition("publish", frozenset(), State.PENDING, Guard.NEW,
+               "E1: event stored, channel enabled and matching"),
+    Transition("publish_skipped", frozenset(), State.SKIPPED, Guard.NEW,
+               "E1: channel matching but disabled"),
+    Transition("claim", CLAIMABLE, State.SENDING, Guard.DUE,
+               "C1: due row leased, attempts+1"),
+    Transition("mark_sent", _SENDING, State.SENT, Guard.LEASE, "O1: delivered"),
+    Transition("schedule_retry", _SENDING, State.PENDING, Guard.LEASE,
+               "O2: retryable failure, due after backoff"),
+    Transition("exhaust", _SENDING, State.FAILED, Guard.LEASE,
+               "O2: retryable failure with max_attempts spent"),
+    Transition("fail", _SENDING, State.FAILED, Guard.LEASE,
+               "O3: permanent failure (or a message that cannot be rendered)"),
+    Transition("rate_limited", _SENDING, State.PENDING, Guard.LEASE,
+               "O4: provider rate limit, attempt revoked"),
+    Transition("defer", _SENDING, State.PENDING, Guard.LEASE,
+               "D5/W3: not sent now, attempt revoked, due at once"),
+    Transition("skip_on_return", _SENDING, State.SKIPPED, Guard.LEASE,
+               "C7: channel disabled while in flight; the row would have gone back to pending"),
+    Transition("release_lost", _SENDING, State.PENDING, Guard.DUE,
+               "C2: lease ran out without an outcome; claimable again, audited"),
+    Transition("exhaust_lost", _SENDING, State.FAILED, Guard.DUE,
+               "C2: lease ran out after the last attempt (a crash loop ends)"),
+    Transition("expire", CLAIMABLE, State.FAILED, Guard.DUE,
+               "O5: older than the channel's max_age_s"),
+    Transition("skip", frozenset({State.PENDING}), State.SKIPPED, Guard.STATE,
+               "C7: channel disabled"),
+    Transition("resend", RESENDABLE, State.PENDING, Guard.STATE,
+               "M1: operator resend, attempts=0, due now"),
+)  # fmt: skip
 
 
 def can_transition(name: str, current: State) -> bool:
     """True when the transition `name` may start from `current`."""
-    sources, _, _ = TRANSITIONS[name]
-    return current in sources
+    return current in TRANSITIONS[name].sources
 
 
 def state_machine_markdown() -> str:
@@ -101,17 +133,17 @@ def state_machine_markdown() -> str:
         "",
         "Generated from `tidings.core.states.TRANSITIONS`; a test keeps this file in step.",
         "",
-        "| transition | from | to | meaning |",
-        "|---|---|---|---|",
+        "| transition | from | to | guard | meaning |",
+        "|---|---|---|---|---|",
     ]
-    for name, (sources, target, meaning) in TRANSITIONS.items():
-        source_text = ", ".join(sorted(s.value for s in sources)) or "(new row)"
-        lines.append(f"| `{name}` | {source_text} | {target.value} | {meaning} |")
+    for t in TRANSITIONS.values():
+        source_text = ", ".join(sorted(s.value for s in t.sources)) or "(new row)"
+        lines.append(
+            f"| `{t.name}` | {source_text} | {t.target.value} | {t.guard.value} | {t.meaning} |"
+        )
     lines += ["", "```mermaid", "stateDiagram-v2"]
-    lines.append("    [*] --> pending: publish")
-    lines.append("    [*] --> skipped: publish_skipped")
-    for name, (sources, target, _) in TRANSITIONS.items():
-        for source in sorted(sources, key=lambda s: s.value):
-            lines.append(f"    {source.value} --> {target.value}: {name}")
+    for t in TRANSITIONS.values():
+        origins = sorted(s.value for s in t.sources) or ["[*]"]
+        lines += [f"    {origin} --> {t.target.value}: {t.name}" for origin in origins]
     lines += ["```", ""]
     return "\n".join(lines)
