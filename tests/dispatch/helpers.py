@@ -29,7 +29,7 @@ async def running(
     config.setdefault("grace_s", 5.0)
     config.setdefault("allowed_networks", LOOPBACK)
     registry = Registry([*builtin_adapters(), *extra_adapters])
-    dispatcher = Dispatcher(hub.store, registry, DispatcherConfig(**config))
+    dispatcher = Dispatcher(hub.store, registry, DispatcherConfig(**config), notifier=hub.notifier)
     task = asyncio.create_task(dispatcher.run())
     try:
         yield dispatcher

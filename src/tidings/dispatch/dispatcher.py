@@ -11,24 +11,23 @@ import contextlib
 import functools
 import logging
 import random
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from ipaddress import IPv4Network, IPv6Network
 
 from tidings.channels.base import SendContext
 from tidings.channels.http import HttpClient
 from tidings.channels.registry import Registry
+from tidings.core.clock import SYSTEM_CLOCK, Clock
 from tidings.core.errors import ConfigError, StoreError
 from tidings.core.model import Channel
 from tidings.core.states import Mode
 from tidings.dispatch.gate import ClaimGate
-from tidings.dispatch.jobs import CLAIMS_AHEAD, JobContext, run_digest, run_realtime
+from tidings.dispatch.jobs import CLAIMS_AHEAD, EventMemory, JobContext, run_digest, run_realtime
 from tidings.dispatch.wakeup import Wakeup
 from tidings.metrics import Metrics
 from tidings.store import Store
-from tidings.store.notify import Hint
+from tidings.store.notify import Hint, LocalNotifier
 
 log = logging.getLogger("tidings.dispatch")
 
@@ -72,8 +71,14 @@ class Dispatcher:
         *,
         rand: Callable[[], float] = random.random,
         metrics: Metrics | None = None,
+        notifier: LocalNotifier | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
+        """`notifier`: the in-process wake-ups of the store's process (a Hub's `notifier`);
+        without it only LISTEN/NOTIFY (PostgreSQL) and polling wake this dispatcher."""
         self.metrics = metrics
+        self._notifier = notifier
+        self._clock = clock
         self.store = store
         self.registry = registry
         self.config = config
@@ -85,6 +90,9 @@ class Dispatcher:
         self._resting: dict[int, float] = {}  # channel id -> monotonic time to look again
         # Realtime channels seen due (a claim reloads the channel, so staleness is harmless).
         self._realtime: dict[int, Channel] = {}
+        # The last answer's due channels, by id: the store answers an unchanged one from here
+        # rather than decoding it again.
+        self._due_before: dict[int, Channel] = {}
 
     def stop(self) -> None:
         """Stop claiming; in-flight sends get the grace period (W3). Safe from signal handlers."""
@@ -93,7 +101,7 @@ class Dispatcher:
     async def run(self) -> None:
         check_lease(self.config.lease_s, await self.store.largest_timeout())
         async with HttpClient(allowed_networks=self.config.allowed_networks) as http:
-            wakeup = Wakeup(self.store)
+            wakeup = Wakeup(self.store, self._notifier)
             try:
                 await wakeup.start()
                 await self._loop(http, wakeup)
@@ -106,7 +114,9 @@ class Dispatcher:
         ctx = JobContext(
             store=self.store,
             registry=self.registry,
-            send_context=lambda: SendContext(http=http, store=self.store, attempt_at=_utc_now()),
+            send_context=lambda: SendContext(
+                http=http, store=self.store, attempt_at=self._clock.now()
+            ),
             slots=asyncio.Semaphore(self.config.concurrency),
             lanes=self.config.concurrency,
             # Rows leased ahead of the sends, across every channel of this dispatcher.
@@ -115,7 +125,8 @@ class Dispatcher:
             lease_s=self.config.lease_s,
             claim_size=self.config.claim_size,
             rand=self._rand,
-            clock=_utc_now,
+            clock=self._clock,
+            events=EventMemory(),
             stopping=self._stopping,
             metrics=self.metrics,
         )
@@ -140,9 +151,10 @@ class Dispatcher:
         if hint is not None and hint <= self._realtime.keys():
             channels = [self._realtime[i] for i in sorted(hint)]
         else:
-            channels = await self.store.due_channels()
+            channels = await self.store.due_channels(self._due_before)
+            self._due_before = {c.id: c for c in channels}
             self._realtime.update((c.id, c) for c in channels if c.mode is Mode.REALTIME)
-        now = time.monotonic()
+        now = self._clock.monotonic()
         for channel in channels:
             if channel.id in self._jobs or self._resting.get(channel.id, 0.0) > now:
                 continue
@@ -158,11 +170,14 @@ class Dispatcher:
             return
         error = task.exception()
         if error is not None:
-            log.error("channel %r job failed: %s", channel.name, error, exc_info=error)
+            # One line with the cause; the traceback (and a database error's SQL) at debug.
+            cause = " ".join(f"{type(error).__name__}: {error}".split())
+            log.error("channel %r job failed: %.300s", channel.name, cause)
+            log.debug("channel %r job failed", channel.name, exc_info=error)
         if error is not None or not task.result():
             # Due rows but nothing leased: no rate budget, a digest not yet due, or rows held
             # by another worker. Let the channel rest instead of asking again at once.
-            self._resting[channel.id] = time.monotonic() + self._rest_s(channel)
+            self._resting[channel.id] = self._clock.monotonic() + self._rest_s(channel)
 
     def _rest_s(self, channel: Channel) -> float:
         if channel.mode is Mode.REALTIME and channel.rate_per_min > 0:
@@ -177,10 +192,10 @@ class Dispatcher:
         # question would compete with the jobs' claims (~1 ms on a fresh event's path).
         next_due = None if self._jobs else await self.store.next_due_at()
         if next_due is not None:
-            until_due = (next_due - _utc_now()).total_seconds()
+            until_due = (next_due - self._clock.now()).total_seconds()
             if until_due > 0:
                 timeout = min(timeout, until_due)
-        now = time.monotonic()
+        now = self._clock.monotonic()
         resting = [t - now for t in self._resting.values() if t > now]
         if resting:
             timeout = min(timeout, min(resting))
@@ -219,7 +234,3 @@ class Dispatcher:
             task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.gather(*pending, return_exceptions=True)
-
-
-def _utc_now() -> datetime:
-    return datetime.now(UTC)

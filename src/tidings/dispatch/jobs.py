@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import time
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 
 from tidings.channels.base import Adapter, SendContext, Target
 from tidings.channels.registry import Registry
-from tidings.core.model import Channel, Claim, ClaimedDelivery
+from tidings.core.clock import Clock
+from tidings.core.model import Channel, Claim, ClaimedDelivery, Event
 from tidings.core.outcome import Delivered, Partial, attempt_status
 from tidings.dispatch import report, sending
 from tidings.dispatch.gate import ClaimGate, Queued
@@ -37,6 +37,32 @@ CLAIMS_AHEAD = 2
 SWEEP_EVERY_S = 5.0
 #: Time kept, after a send's timeout, for the claim to record its outcome within the lease.
 RECORD_MARGIN_S = 1.0
+#: Events a dispatcher keeps from its claims (an event published to many channels is claimed
+#: by each of them; 4,096 events of a few KiB are a few MiB).
+EVENTS_REMEMBERED = 4096
+
+
+class EventMemory:
+    """The events of recent claims, by id: events are immutable (E3), so a claim reads only
+    the events its dispatcher has not seen — an event fanned out to many channels is read and
+    decoded once, not once per channel."""
+
+    def __init__(self, size: int = EVENTS_REMEMBERED) -> None:
+        self._size = size
+        self._events: OrderedDict[int, Event] = OrderedDict()
+
+    @property
+    def known(self) -> Mapping[int, Event]:
+        return self._events
+
+    def remember(self, claim: Claim | None) -> None:
+        if claim is None:
+            return
+        for item in claim.items:
+            self._events[item.event.id] = item.event
+            self._events.move_to_end(item.event.id)
+        while len(self._events) > self._size:
+            self._events.popitem(last=False)
 
 
 @dataclass
@@ -49,7 +75,8 @@ class JobContext:
     lease_s: float
     claim_size: int
     rand: Callable[[], float]
-    clock: Callable[[], datetime]
+    clock: Clock
+    events: EventMemory
     stopping: asyncio.Event
     #: Sends one realtime claim runs side by side: the dispatcher's concurrency (more lanes
     #: than slots would only wait).
@@ -77,11 +104,17 @@ async def run_realtime(ctx: JobContext, channel: Channel) -> bool:
                 if ctx.stopping.is_set():
                     break  # stopped while waiting for room
                 # Read after the wait for room, so the lease estimate below is not cut short.
-                now = time.monotonic()
+                now = ctx.clock.monotonic()
                 sweep = _sweep_due(ctx, channel, now)
                 claim = await ctx.store.claim_realtime(
-                    channel.id, ctx.claim_size, ctx.lease_s, ctx.worker_id, swept=sweep
+                    channel.id,
+                    ctx.claim_size,
+                    ctx.lease_s,
+                    ctx.worker_id,
+                    swept=sweep,
+                    known_events=ctx.events.known,
                 )
+                ctx.events.remember(claim)
                 if sweep:
                     ctx.swept_at[channel.id] = now
                 if claim is None:
@@ -147,7 +180,7 @@ async def _send_claim(ctx: JobContext, claim: Claim, lease_ends: float, queued: 
         for item in rows:
             async with ctx.slots:
                 queued.one()
-                if started and time.monotonic() > start_by:
+                if started and ctx.clock.monotonic() > start_by:
                     continue  # left out of the results: given back by _write
                 started += 1
                 results.append(await _send_one(ctx, adapter, claim.channel, item))
@@ -182,17 +215,20 @@ async def _send_one(
     try:
         message = sending.render_single(adapter, channel, target, item.event)
     except Exception as error:
-        return sending.render_failed(target.delivery_ids, None, error, ctx.clock)
-    return await sending.send(adapter, ctx.send_context(), channel, message, ctx.clock)
+        return sending.render_failed(target.delivery_ids, None, error, ctx.clock.now)
+    return await sending.send(adapter, ctx.send_context(), channel, message, ctx.clock.now)
 
 
 async def run_digest(ctx: JobContext, channel: Channel) -> bool:
     """Send due digest messages, one per claim (D4, D5); True when one was sent."""
     sent = False
     while not ctx.stopping.is_set() and await ctx.store.digest_due(channel.id):
-        asked = time.monotonic()  # before the claim: its lease ends after asked + lease_s
+        asked = ctx.clock.monotonic()  # before the claim: its lease ends after asked + lease_s
         sweep = _sweep_due(ctx, channel, asked)
-        claim = await ctx.store.claim_digest(channel.id, ctx.lease_s, ctx.worker_id, swept=sweep)
+        claim = await ctx.store.claim_digest(
+            channel.id, ctx.lease_s, ctx.worker_id, swept=sweep, known_events=ctx.events.known
+        )
+        ctx.events.remember(claim)
         if sweep:
             ctx.swept_at[channel.id] = asked
         if claim is None:
@@ -219,20 +255,20 @@ async def _send_digest(ctx: JobContext, claim: Claim, lease_ends: float) -> None
         try:
             messages = sending.plan_digest(adapter, claim.channel, batch_id, claim.ids, events)
         except Exception as error:
-            results.append(sending.render_failed(claim.ids, batch_id, error, ctx.clock))
+            results.append(sending.render_failed(claim.ids, batch_id, error, ctx.clock.now))
             return
         for index, message in enumerate(messages):
             async with ctx.slots:
                 # Checked again once the token is spent, right before the send: waiting for
                 # the slot or the bucket's lock may have taken the time the send needed.
                 if index > 0 and (
-                    time.monotonic() > start_by
+                    ctx.clock.monotonic() > start_by
                     or not await ctx.store.take_token(claim.channel.id)
-                    or time.monotonic() > start_by
+                    or ctx.clock.monotonic() > start_by
                 ):
                     break  # the rest go back (D5), sent by the next claim
                 result = await sending.send(
-                    adapter, ctx.send_context(), claim.channel, message, ctx.clock
+                    adapter, ctx.send_context(), claim.channel, message, ctx.clock.now
                 )
             results.append(result)
             if not isinstance(result.outcome, Delivered | Partial):
@@ -258,6 +294,8 @@ async def _write(ctx: JobContext, claim: Claim, results: list[SendResult]) -> No
     results.sort(key=lambda result: result.ids[0])  # attempt rows in delivery order
     covered = {i for result in results for i in result.ids}
     unsent = [i for i in claim.ids if i not in covered]
-    await report.record(
+    fenced = await report.record(
         ctx.store, claim, results, worker_id=ctx.worker_id, rand=ctx.rand, deferred=unsent
     )
+    if fenced and ctx.metrics:
+        ctx.metrics.fenced(fenced)

@@ -2,13 +2,14 @@
 
 Results of one claim are written together: all delivered rows in one statement, failures
 grouped by what they share, so a busy channel costs a few commits per claim, not per row.
+Whether a retryable failure has an attempt left is decided here, by `core.retry.exhausted`.
 """
 
 from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -23,7 +24,6 @@ from tidings.core.outcome import (
     Retry,
     attempt_status,
 )
-from tidings.core.states import Failure
 from tidings.store import Store
 
 log = logging.getLogger("tidings.dispatch")
@@ -66,12 +66,15 @@ async def record(
     worker_id: str,
     rand: Callable[[], float],
     deferred: Sequence[int] = (),
-) -> None:
-    """Write every result of `claim`, and give back the rows that were not sent (`deferred`)."""
+) -> int:
+    """Write every result of `claim`, and give back the rows that were not sent (`deferred`).
+    Returns how many rows the lease no longer held (fenced writes, C3), after logging them."""
     channel = claim.channel
     attempts_at_claim = {item.delivery.id: item.delivery.attempts for item in claim.items}
+    writes = _Writes(store, claim.token, worker_id)
     sent: list[SendResult] = []
     retries: dict[tuple[int, float | None, str], list[SendResult]] = defaultdict(list)
+    spent: dict[str, list[SendResult]] = defaultdict(list)
     limited: list[SendResult] = []
     for result in results:
         match result.outcome:
@@ -79,46 +82,78 @@ async def record(
                 sent.append(result)
             case Retry(error=error, retry_after_s=hint):
                 tries = max(attempts_at_claim[i] for i in result.ids)
-                retries[(tries, hint, error)].append(result)
+                if retry.exhausted(tries, channel.max_attempts):
+                    spent[error].append(result)
+                else:
+                    retries[(tries, hint, error)].append(result)
             case RateLimited():
                 limited.append(result)
             case Reject() as reject:
-                await _reject(store, claim, result, reject, worker_id)
+                await writes.fail(result, reject)
+                if reject.disable_channel:
+                    await _disable(store, claim, reject)
     if sent:
-        await store.mark_sent(claim.token, _ids(sent), _rows(sent, worker_id))
+        await writes.run("mark_sent", sent, store.mark_sent)
     for (tries, hint, error), group in retries.items():
         delay = retry.retry_delay_s(tries, channel.retry_backoff_s, hint, rand)
-        await store.schedule_retry(claim.token, _ids(group), delay, error, _rows(group, worker_id))
+        await writes.run("schedule_retry", group, store.schedule_retry, delay, error)
+    for error, group in spent.items():
+        await writes.run("exhaust", group, store.exhaust, error)
     if limited:
         hints = [r.outcome.retry_after_s for r in limited if isinstance(r.outcome, RateLimited)]
         delay = retry.rate_limit_delay_s(max((h for h in hints if h is not None), default=None))
         error = limited[0].outcome.error if isinstance(limited[0].outcome, RateLimited) else ""
-        await store.rate_limited(
-            claim.token, channel.id, _ids(limited), delay, error, _rows(limited, worker_id)
-        )
+        ids, rows = _ids(limited), _rows(limited, worker_id)
+        changed = await store.rate_limited(claim.token, channel.id, ids, delay, error, rows)
+        writes.count("rate_limited", len(ids), changed)
     if deferred:
-        await store.defer(claim.token, deferred)
+        writes.count("defer", len(deferred), await store.defer(claim.token, deferred))
+    return writes.fenced
 
 
-async def _reject(
-    store: Store, claim: Claim, result: SendResult, reject: Reject, worker_id: str
-) -> None:
-    await store.fail(
-        claim.token,
-        result.ids,
-        Failure.PERMANENT,
+class _Writes:
+    """A claim's fenced writes, counting the rows whose lease had passed on (C3)."""
+
+    def __init__(self, store: Store, token: str, worker_id: str) -> None:
+        self._store = store
+        self._token = token
+        self._worker_id = worker_id
+        self.fenced = 0
+
+    async def run(
+        self,
+        transition: str,
+        results: Sequence[SendResult],
+        write: Callable[..., Awaitable[int]],
+        *args: object,
+    ) -> None:
+        """`write(token, ids, *args, attempt_rows)` for the rows of `results`."""
+        ids = _ids(results)
+        changed = await write(self._token, ids, *args, _rows(results, self._worker_id))
+        self.count(transition, len(ids), changed)
+
+    async def fail(self, result: SendResult, reject: Reject) -> None:
+        await self.run("fail", [result], self._store.fail, reject.error)
+
+    def count(self, transition: str, asked: int, changed: int) -> None:
+        if changed < asked:
+            self.fenced += asked - changed
+            log.warning(
+                "fenced %d stale write(s) (%s): the lease passed to another worker",
+                asked - changed,
+                transition,
+            )
+
+
+async def _disable(store: Store, claim: Claim, reject: Reject) -> None:
+    reason = f"disabled after a permanent answer: {reject.error}"
+    skipped = await store.disable_channel(claim.channel.id, reason[:500])
+    log.warning(
+        "channel %r disabled (%s); %d pending deliveries skipped",
+        claim.channel.name,
         reject.error,
-        attempt_rows(result, worker_id),
+        skipped,
     )
-    if reject.disable_channel:
-        reason = f"disabled after a permanent answer: {reject.error}"
-        skipped = await store.disable_channel(claim.channel.id, reason[:500])
-        log.warning(
-            "channel %r disabled (%s); %d pending deliveries skipped",
-            claim.channel.name,
-            reject.error,
-            skipped,
-        )
 
 
 def _ids(results: Sequence[SendResult]) -> list[int]:

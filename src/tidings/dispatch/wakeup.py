@@ -1,8 +1,8 @@
 """Wake-ups (W2): an idle dispatcher sleeps until new work is announced or the poll timer ends.
 
-In-process (SQLite, and the API of `serve` on any backend) through an event set by the store
-after a publish; across processes on PostgreSQL through LISTEN/NOTIFY. Polling stays the
-correctness path: a missed wake-up only costs latency.
+In-process (SQLite, and the API of `serve` on any backend) through the notifier the store
+calls after a publish; across processes on PostgreSQL through LISTEN/NOTIFY. Polling stays
+the correctness path: a missed wake-up only costs latency.
 """
 
 from __future__ import annotations
@@ -12,18 +12,21 @@ import contextlib
 import logging
 
 from tidings.store import Store
-from tidings.store.notify import Hint, PostgresListener
+from tidings.store.notify import Hint, LocalNotifier, PostgresListener
 
 log = logging.getLogger("tidings.dispatch.wakeup")
 HEALTH_CHECK_S = 15.0
 
 
 class Wakeup:
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, notifier: LocalNotifier | None = None) -> None:
         self._store = store
+        self._notifier = notifier
         self._event = asyncio.Event()
         self._loop = asyncio.get_running_loop()
         self._listener: PostgresListener | None = None
+        #: The database offers a listening connection (kept and replaced when it dies).
+        self._can_listen = False
         self._watch: asyncio.Task[None] | None = None
         # Channels named by the wake-ups since the last `take_hint`; None: look at them all.
         self._hint: set[int] | None = set()
@@ -45,9 +48,10 @@ class Wakeup:
         return None if hint is None else frozenset(hint)
 
     async def start(self) -> None:
-        self._store.work_listeners.append(self.notify)
-        if self._store.backend == "postgresql":
-            await self._listen()  # listening before the dispatcher reports it has started
+        if self._notifier is not None:
+            self._notifier.subscribe(self.notify)
+        await self._listen()  # listening before the dispatcher reports it has started
+        if self._can_listen:
             self._watch = asyncio.create_task(self._keep_listening(), name="tidings-listen")
 
     async def wait(self, timeout_s: float) -> bool:
@@ -64,8 +68,8 @@ class Wakeup:
         return True
 
     async def close(self) -> None:
-        with contextlib.suppress(ValueError):
-            self._store.work_listeners.remove(self.notify)
+        if self._notifier is not None:
+            self._notifier.unsubscribe(self.notify)
         if self._watch is not None:
             self._watch.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -85,6 +89,7 @@ class Wakeup:
         self._listener = self._store.listener(self.notify)
         if self._listener is None:
             return
+        self._can_listen = True
         try:
             await self._listener.start()
         except Exception as error:
