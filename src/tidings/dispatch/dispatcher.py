@@ -84,6 +84,9 @@ class Dispatcher:
         self.config = config
         self._rand = rand
         self._stopping = asyncio.Event()
+        #: Set while the dispatcher waits for work with no job running (nothing due, or all
+        #: of it resting): an embedding program, or a test, can await it.
+        self.idle = asyncio.Event()
         self._jobs: dict[int, asyncio.Task[bool]] = {}
         #: Set when a job ends, so the loop looks again (one event however many jobs run).
         self._job_ended = asyncio.Event()
@@ -199,12 +202,15 @@ class Dispatcher:
         resting = [t - now for t in self._resting.values() if t > now]
         if resting:
             timeout = min(timeout, min(resting))
+        if not self._jobs:
+            self.idle.set()
         waiters = [asyncio.create_task(wakeup.wait(timeout))]
         waiters.append(asyncio.create_task(self._stopping.wait()))
         waiters.append(asyncio.create_task(self._job_ended.wait()))  # at once if one ended
         try:
             await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
         finally:
+            self.idle.clear()
             for waiter in waiters:
                 waiter.cancel()
             await asyncio.gather(*waiters, return_exceptions=True)
