@@ -23,7 +23,8 @@ from tidings.core.errors import ConfigError, StoreError
 from tidings.core.model import Channel
 from tidings.core.states import Mode
 from tidings.dispatch.gate import ClaimGate
-from tidings.dispatch.jobs import CLAIMS_AHEAD, EventMemory, JobContext, run_digest, run_realtime
+from tidings.dispatch.jobs import CLAIMS_AHEAD, JobContext, run_digest, run_realtime
+from tidings.dispatch.memory import EventMemory
 from tidings.dispatch.wakeup import Wakeup
 from tidings.metrics import Metrics
 from tidings.store import Store

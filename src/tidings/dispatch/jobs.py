@@ -10,17 +10,17 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tidings.channels.base import Adapter, SendContext, Target
 from tidings.channels.registry import Registry
 from tidings.core.clock import Clock
-from tidings.core.model import Channel, Claim, ClaimedDelivery, Event
+from tidings.core.model import Channel, Claim, ClaimedDelivery
 from tidings.core.outcome import Delivered, Partial, attempt_status
 from tidings.dispatch import report, sending
 from tidings.dispatch.gate import ClaimGate, Queued
+from tidings.dispatch.memory import EventMemory
 from tidings.dispatch.report import SendResult
 from tidings.metrics import Metrics
 from tidings.store import Store
@@ -37,32 +37,6 @@ CLAIMS_AHEAD = 2
 SWEEP_EVERY_S = 5.0
 #: Time kept, after a send's timeout, for the claim to record its outcome within the lease.
 RECORD_MARGIN_S = 1.0
-#: Events a dispatcher keeps from its claims (an event published to many channels is claimed
-#: by each of them; 4,096 events of a few KiB are a few MiB).
-EVENTS_REMEMBERED = 4096
-
-
-class EventMemory:
-    """The events of recent claims, by id: events are immutable (E3), so a claim reads only
-    the events its dispatcher has not seen — an event fanned out to many channels is read and
-    decoded once, not once per channel."""
-
-    def __init__(self, size: int = EVENTS_REMEMBERED) -> None:
-        self._size = size
-        self._events: OrderedDict[int, Event] = OrderedDict()
-
-    @property
-    def known(self) -> Mapping[int, Event]:
-        return self._events
-
-    def remember(self, claim: Claim | None) -> None:
-        if claim is None:
-            return
-        for item in claim.items:
-            self._events[item.event.id] = item.event
-            self._events.move_to_end(item.event.id)
-        while len(self._events) > self._size:
-            self._events.popitem(last=False)
 
 
 @dataclass

@@ -44,7 +44,7 @@ def claim_realtime(
     and then now and again, not on every claim. Skipping is safe: the lease never takes a
     row the sweep would end; such a row waits for the next sweep.
     """
-    started = dialect_for(conn).claim_start(conn, channel_id)
+    started = dialect_for(conn).relaxed_claim_start(conn, channel_id)
     channel, unlocked = started if started is not None else (load_channel(conn, channel_id), None)
     if channel is None or not channel.enabled or channel.mode is not Mode.REALTIME or limit <= 0:
         return None

@@ -133,9 +133,11 @@ class Dialect:
 
     # -- transactions and wake-ups ------------------------------------------------------
 
-    def claim_start(self, conn: Connection, channel_id: int) -> ClaimStart | None:
-        """The channel and its bucket read in one go at the start of a claim, or None: the
-        claim reads them itself (see PostgresDialect for what comes along)."""
+    def relaxed_claim_start(self, conn: Connection, channel_id: int) -> ClaimStart | None:
+        """Start a realtime claim whose commit need not wait for durability — a claim lost in
+        a crash is re-sent like any lost lease (at least once, never lost) — reading the
+        channel and its bucket in the same round trip; or None where there is no such
+        setting (the claim then reads them itself)."""
         return None
 
     def announce(self, conn: Connection, channel_ids: Iterable[int]) -> None:

@@ -118,7 +118,7 @@ class PostgresDialect(Dialect):
         # let it hash-join against a scan of the whole table.
         return deliveries.c.id == any_(func.array(select(picked.c.id).scalar_subquery()))
 
-    def claim_start(self, conn: Connection, channel_id: int) -> ClaimStart | None:
+    def relaxed_claim_start(self, conn: Connection, channel_id: int) -> ClaimStart | None:
         """The channel, its rate bucket as it stands and the time it was read, in one statement
         (not locked: enough for a channel without a rate limit, which reads the bucket only
         for a provider's pause; a limited channel locks it next).
