@@ -22,9 +22,11 @@ from tidings.core.clock import SYSTEM_CLOCK, Clock
 from tidings.core.errors import ConfigError, StoreError
 from tidings.core.model import Channel
 from tidings.core.states import Mode
+from tidings.dispatch.digest import run_digest
 from tidings.dispatch.gate import ClaimGate
-from tidings.dispatch.jobs import CLAIMS_AHEAD, JobContext, run_digest, run_realtime
+from tidings.dispatch.jobs import CLAIMS_AHEAD, JobContext
 from tidings.dispatch.memory import EventMemory
+from tidings.dispatch.realtime import run_realtime
 from tidings.dispatch.wakeup import Wakeup
 from tidings.metrics import Metrics
 from tidings.store import Store

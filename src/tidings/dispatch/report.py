@@ -7,6 +7,7 @@ Whether a retryable failure has an attempt left is decided here, by `core.retry.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
@@ -58,7 +59,18 @@ def attempt_rows(result: SendResult, worker_id: str) -> list[AttemptRecord]:
     ]
 
 
-async def record(
+@dataclass(frozen=True, slots=True)
+class Write:
+    """One fenced transition of some of a claim's rows: a transaction of its own, so a list
+    of them can be retried from the first one that did not happen."""
+
+    transition: str
+    #: Rows the write asks for (those still leased change; the rest are fenced).
+    asked: int
+    run: Callable[[], Awaitable[int]]
+
+
+def plan(
     store: Store,
     claim: Claim,
     results: Sequence[SendResult],
@@ -66,16 +78,15 @@ async def record(
     worker_id: str,
     rand: Callable[[], float],
     deferred: Sequence[int] = (),
-) -> int:
-    """Write every result of `claim`, and give back the rows that were not sent (`deferred`).
-    Returns how many rows the lease no longer held (fenced writes, C3), after logging them."""
-    channel = claim.channel
+) -> list[Write]:
+    """The writes that record every result of `claim` and give back the rows not sent."""
+    channel, token = claim.channel, claim.token
     attempts_at_claim = {item.delivery.id: item.delivery.attempts for item in claim.items}
-    writes = _Writes(store, claim.token, worker_id)
     sent: list[SendResult] = []
     retries: dict[tuple[int, float | None, str], list[SendResult]] = defaultdict(list)
     spent: dict[str, list[SendResult]] = defaultdict(list)
     limited: list[SendResult] = []
+    writes: list[Write] = []
     for result in results:
         match result.outcome:
             case Delivered() | Partial():
@@ -89,63 +100,76 @@ async def record(
             case RateLimited():
                 limited.append(result)
             case Reject() as reject:
-                await writes.fail(result, reject)
+                rows = _rows([result], worker_id)
+                writes.append(_write("fail", result.ids, store.fail, token, reject.error, rows))
                 if reject.disable_channel:
-                    await _disable(store, claim, reject)
+                    disable = functools.partial(_disable, store, claim, reject)
+                    writes.append(Write("disable", 0, disable))
     if sent:
-        await writes.run("mark_sent", sent, store.mark_sent)
+        rows = _rows(sent, worker_id)
+        writes.append(_write("mark_sent", _ids(sent), store.mark_sent, token, rows))
     for (tries, hint, error), group in retries.items():
         delay = retry.retry_delay_s(tries, channel.retry_backoff_s, hint, rand)
-        await writes.run("schedule_retry", group, store.schedule_retry, delay, error)
+        rows = _rows(group, worker_id)
+        writes.append(
+            _write("schedule_retry", _ids(group), store.schedule_retry, token, delay, error, rows)
+        )
     for error, group in spent.items():
-        await writes.run("exhaust", group, store.exhaust, error)
+        rows = _rows(group, worker_id)
+        writes.append(_write("exhaust", _ids(group), store.exhaust, token, error, rows))
     if limited:
         hints = [r.outcome.retry_after_s for r in limited if isinstance(r.outcome, RateLimited)]
         delay = retry.rate_limit_delay_s(max((h for h in hints if h is not None), default=None))
         error = limited[0].outcome.error if isinstance(limited[0].outcome, RateLimited) else ""
         ids, rows = _ids(limited), _rows(limited, worker_id)
-        changed = await store.rate_limited(claim.token, channel.id, ids, delay, error, rows)
-        writes.count("rate_limited", len(ids), changed)
+        call = functools.partial(store.rate_limited, token, channel.id, ids, delay, error, rows)
+        writes.append(Write("rate_limited", len(ids), call))
     if deferred:
-        writes.count("defer", len(deferred), await store.defer(claim.token, deferred))
-    return writes.fenced
+        writes.append(_write("defer", deferred, store.defer, token))
+    return writes
 
 
-class _Writes:
-    """A claim's fenced writes, counting the rows whose lease had passed on (C3)."""
-
-    def __init__(self, store: Store, token: str, worker_id: str) -> None:
-        self._store = store
-        self._token = token
-        self._worker_id = worker_id
-        self.fenced = 0
-
-    async def run(
-        self,
-        transition: str,
-        results: Sequence[SendResult],
-        write: Callable[..., Awaitable[int]],
-        *args: object,
-    ) -> None:
-        """`write(token, ids, *args, attempt_rows)` for the rows of `results`."""
-        ids = _ids(results)
-        changed = await write(self._token, ids, *args, _rows(results, self._worker_id))
-        self.count(transition, len(ids), changed)
-
-    async def fail(self, result: SendResult, reject: Reject) -> None:
-        await self.run("fail", [result], self._store.fail, reject.error)
-
-    def count(self, transition: str, asked: int, changed: int) -> None:
-        if changed < asked:
-            self.fenced += asked - changed
-            log.warning(
-                "fenced %d stale write(s) (%s): the lease passed to another worker",
-                asked - changed,
-                transition,
-            )
+async def record(
+    store: Store,
+    claim: Claim,
+    results: Sequence[SendResult],
+    *,
+    worker_id: str,
+    rand: Callable[[], float],
+    deferred: Sequence[int] = (),
+) -> int:
+    """Write every result of `claim`, and give back the rows that were not sent (`deferred`).
+    Returns how many rows the lease no longer held (fenced writes, C3), after logging them."""
+    writes = plan(store, claim, results, worker_id=worker_id, rand=rand, deferred=deferred)
+    return sum([await fenced(write) for write in writes])
 
 
-async def _disable(store: Store, claim: Claim, reject: Reject) -> None:
+async def fenced(write: Write) -> int:
+    """Run `write`; how many of its rows were fenced (logged when any)."""
+    changed = await write.run()
+    if write.asked <= changed:
+        return 0
+    log.warning(
+        "fenced %d stale write(s) (%s): the lease passed to another worker",
+        write.asked - changed,
+        write.transition,
+    )
+    return write.asked - changed
+
+
+def _write(
+    transition: str,
+    ids: Sequence[int],
+    call: Callable[..., Awaitable[int]],
+    token: str,
+    *args: object,
+) -> Write:
+    """A fenced store transition: `call(token, ids, *args)`."""
+    rows = list(ids)
+    return Write(transition, len(rows), functools.partial(call, token, rows, *args))
+
+
+async def _disable(store: Store, claim: Claim, reject: Reject) -> int:
     reason = f"disabled after a permanent answer: {reject.error}"
     skipped = await store.disable_channel(claim.channel.id, reason[:500])
     log.warning(
@@ -154,6 +178,7 @@ async def _disable(store: Store, claim: Claim, reject: Reject) -> None:
         reject.error,
         skipped,
     )
+    return 0
 
 
 def _ids(results: Sequence[SendResult]) -> list[int]:
