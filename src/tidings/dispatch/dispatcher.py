@@ -36,6 +36,8 @@ log = logging.getLogger("tidings.dispatch")
 
 #: C5: a lease must outlast the slowest send this many times over.
 LEASE_TIMEOUT_FACTOR = 4
+#: How long a channel rests after its job failed, at most (a poll interval may be long).
+FAILED_JOB_REST_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -183,9 +185,12 @@ class Dispatcher:
         if error is not None or not task.result():
             # Due rows but nothing leased: no rate budget, a digest not yet due, or rows held
             # by another worker. Let the channel rest instead of asking again at once.
-            self._resting[channel.id] = self._clock.monotonic() + self._rest_s(channel)
+            rest = self._rest_s(channel, failed=error is not None)
+            self._resting[channel.id] = self._clock.monotonic() + rest
 
-    def _rest_s(self, channel: Channel) -> float:
+    def _rest_s(self, channel: Channel, failed: bool) -> float:
+        if failed:  # the database was away, or a send path broke: look again soon
+            return min(self.config.poll_interval_s, FAILED_JOB_REST_S)
         if channel.mode is Mode.REALTIME and channel.rate_per_min > 0:
             return min(self.config.poll_interval_s, 60.0 / channel.rate_per_min)
         return self.config.poll_interval_s

@@ -15,7 +15,13 @@ from tidings.store import Store
 from tidings.store.notify import Hint, LocalNotifier, PostgresListener
 
 log = logging.getLogger("tidings.dispatch.wakeup")
+#: How often a LISTEN connection that still looks open is checked to answer.
 HEALTH_CHECK_S = 15.0
+#: While it is down, the dispatcher looks for work at least this often.
+DEAF_POLL_S = 1.0
+#: Reconnection backoff: from the first wait, doubling up to the last.
+RECONNECT_FIRST_S = 0.5
+RECONNECT_MAX_S = 10.0
 
 
 class Wakeup:
@@ -25,8 +31,10 @@ class Wakeup:
         self._event = asyncio.Event()
         self._loop = asyncio.get_running_loop()
         self._listener: PostgresListener | None = None
-        #: The database offers a listening connection (kept and replaced when it dies).
-        self._can_listen = False
+        #: Set the moment the listening connection ends.
+        self._lost = asyncio.Event()
+        #: True while the database offers a listening connection but this one is down.
+        self.deaf = False
         self._watch: asyncio.Task[None] | None = None
         # Channels named by the wake-ups since the last `take_hint`; None: look at them all.
         self._hint: set[int] | None = set()
@@ -50,15 +58,20 @@ class Wakeup:
     async def start(self) -> None:
         if self._notifier is not None:
             self._notifier.subscribe(self.notify)
-        await self._listen()  # listening before the dispatcher reports it has started
-        if self._can_listen:
-            self._watch = asyncio.create_task(self._keep_listening(), name="tidings-listen")
+        if not self._store.listens:
+            return
+        # Listening before the dispatcher reports it has started.
+        if not await self._listen():
+            self._lost.set()  # the watch reconnects, with backoff
+        self._watch = asyncio.create_task(self._keep_listening(), name="tidings-listen")
 
     async def wait(self, timeout_s: float) -> bool:
-        """True when woken, False when the timeout passed."""
+        """True when woken, False when the timeout passed (at most DEAF_POLL_S while deaf)."""
         if self._hint is None or self._hint:
             self._event.clear()
             return True  # a wake-up not yet taken (its waiter may have been cancelled)
+        if self.deaf:
+            timeout_s = min(timeout_s, DEAF_POLL_S)
         try:
             await asyncio.wait_for(self._event.wait(), timeout=max(timeout_s, 0.0))
         except TimeoutError:
@@ -76,25 +89,50 @@ class Wakeup:
                 await self._watch
         await self._drop_listener()
 
-    async def _keep_listening(self) -> None:
-        """Check the LISTEN connection answers, and replace it when it does not."""
-        while True:
-            await asyncio.sleep(HEALTH_CHECK_S)
-            if self._listener is None or not await self._listener.healthy():
-                await self._listen()
-                self.notify()  # anything published while we were deaf
+    def _connection_lost(self) -> None:
+        self._loop.call_soon_threadsafe(self._lost.set)
 
-    async def _listen(self) -> None:
+    async def _keep_listening(self) -> None:
+        """Replace the LISTEN connection the moment it ends, or when it stops answering."""
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._lost.wait(), HEALTH_CHECK_S)
+            if not self._lost.is_set() and self._listener is not None:
+                if await self._listener.healthy():
+                    continue
+            self._lost.clear()
+            await self._reconnect()
+
+    async def _reconnect(self) -> None:
+        """Listen again, with backoff; meanwhile the dispatcher polls every DEAF_POLL_S."""
+        self.deaf = True
+        log.warning(
+            "wake-up connection lost; looking for work every %g s while reconnecting",
+            DEAF_POLL_S,
+        )
+        self.notify()  # look now: anything published since it went deaf
+        delay = RECONNECT_FIRST_S
+        while not await self._listen():
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, RECONNECT_MAX_S)
+        self.deaf = False
+        log.info("wake-up connection restored")
+        self.notify()  # anything published while reconnecting
+
+    async def _listen(self) -> bool:
+        """Open a listening connection; False when the database offers none or it failed."""
         await self._drop_listener()
-        self._listener = self._store.listener(self.notify)
-        if self._listener is None:
-            return
-        self._can_listen = True
+        listener = self._store.listener(self.notify, self._connection_lost)
+        if listener is None:
+            return False
         try:
-            await self._listener.start()
+            await listener.start()
         except Exception as error:
             log.warning("cannot LISTEN for wake-ups (polling meanwhile): %s", error)
-            await self._drop_listener()
+            await listener.close()
+            return False
+        self._listener = listener
+        return True
 
     async def _drop_listener(self) -> None:
         if self._listener is not None:

@@ -8,7 +8,7 @@ do differently. The backends are `tidings.store.postgres` and `tidings.store.sql
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, ClassVar
 
@@ -51,6 +51,8 @@ class Dialect:
     #: async driver: SQLite works in C with the GIL released, so a transaction in a thread
     #: overlaps the sends, where an async driver hops threads for every statement.
     transactions_on_threads: ClassVar[bool] = False
+    #: `announce` reaches other processes, which hear it through `listener`.
+    cross_process_wakeups: ClassVar[bool] = False
     #: `update_with_attempts` sends one statement, which needs no BEGIN and COMMIT.
     outcome_in_one_statement: ClassVar[bool] = False
 
@@ -144,7 +146,9 @@ class Dialect:
         """Tell other processes about new work at commit (W2); in-process wake-ups are the
         notifier's, called by the Store after commit."""
 
-    def listener(self, url: URL, on_notify: OnWork) -> PostgresListener | None:
+    def listener(
+        self, url: URL, on_notify: OnWork, on_lost: Callable[[], None]
+    ) -> PostgresListener | None:
         """A connection that hears other processes' announcements, or None (polling and the
         in-process notifier only)."""
         return None

@@ -17,6 +17,10 @@ from sqlalchemy.engine import URL
 
 log = logging.getLogger("tidings.store.notify")
 
+#: How the LISTEN connection shows in `pg_stat_activity`.
+APPLICATION_NAME = "tidings-wakeups"
+#: How long opening the LISTEN connection may take before it counts as failed.
+CONNECT_TIMEOUT_S = 10.0
 #: NOTIFY's channel; payloads must stay under 8,000 bytes, a longer hint is sent as "".
 NOTIFY_CHANNEL = "tidings_work"
 MAX_HINT_CHARS = 7000
@@ -62,16 +66,29 @@ class LocalNotifier:
 
 
 class PostgresListener:
-    """A LISTEN connection that calls `on_notify` for each notification."""
+    """A LISTEN connection that calls `on_notify` for each notification, and `on_lost` at
+    once when the connection ends (the server closed it, a restart, a dropped network)."""
 
-    def __init__(self, url: URL, on_notify: OnWork) -> None:
+    def __init__(
+        self, url: URL, on_notify: OnWork, on_lost: Callable[[], None] | None = None
+    ) -> None:
         self._dsn = url.set(drivername="postgresql").render_as_string(hide_password=False)
         self._on_notify = on_notify
+        self._on_lost = on_lost
         self._conn: Any = None
 
     async def start(self) -> None:
-        self._conn = await asyncpg.connect(self._dsn)
+        self._conn = await asyncpg.connect(
+            self._dsn,
+            timeout=CONNECT_TIMEOUT_S,
+            server_settings={"application_name": APPLICATION_NAME},
+        )
+        self._conn.add_termination_listener(self._terminated)
         await self._conn.add_listener(NOTIFY_CHANNEL, self._received)
+
+    def _terminated(self, _conn: object) -> None:
+        if self._on_lost is not None:
+            self._on_lost()
 
     def _received(self, _conn: object, _pid: int, _channel: str, payload: str) -> None:
         self._on_notify(decode_hint(payload))
@@ -89,6 +106,7 @@ class PostgresListener:
 
     async def close(self) -> None:
         if self._conn is not None:
+            conn, self._conn = self._conn, None
+            conn.remove_termination_listener(self._terminated)  # closing is not a loss
             with contextlib.suppress(OSError, asyncpg.PostgresError, TimeoutError):
-                await self._conn.close(timeout=5)
-            self._conn = None
+                await conn.close(timeout=5)

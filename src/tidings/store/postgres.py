@@ -6,7 +6,7 @@ attempt rows are one statement, and NOTIFY wakes other processes (W2).
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from sqlalchemy import (
@@ -53,6 +53,7 @@ class PostgresDialect(Dialect):
     lease_sets_batch: ClassVar[bool] = True
     row_locks: ClassVar[bool] = True
     outcome_in_one_statement: ClassVar[bool] = True
+    cross_process_wakeups: ClassVar[bool] = True
 
     def ids_in(self, column: ColumnElement[Any], ids: Iterable[int]) -> ColumnElement[bool]:
         """`column = ANY($1)`: one array parameter, so the statement text is the same for every
@@ -148,8 +149,10 @@ class PostgresDialect(Dialect):
             {"channel": NOTIFY_CHANNEL, "hint": encode_hint(channel_ids)},
         )
 
-    def listener(self, url: URL, on_notify: OnWork) -> PostgresListener:
-        return PostgresListener(url, on_notify)
+    def listener(
+        self, url: URL, on_notify: OnWork, on_lost: Callable[[], None]
+    ) -> PostgresListener:
+        return PostgresListener(url, on_notify, on_lost)
 
     def migration_lock(self, conn: Connection) -> None:
         conn.execute(text(f"SELECT pg_advisory_xact_lock({_ADVISORY_LOCK_ID})"))

@@ -83,9 +83,17 @@ class Store(AdminWrites, Reads):
         if hint and self._on_work is not None:
             self._on_work(hint)
 
-    def listener(self, on_notify: OnWork) -> PostgresListener | None:
-        """A LISTEN connection for cross-process wake-ups, where the database has one."""
-        return self.dialect.listener(self.url, on_notify)
+    @property
+    def listens(self) -> bool:
+        """The database can wake other processes' dispatchers (LISTEN/NOTIFY)."""
+        return self.dialect.cross_process_wakeups
+
+    def listener(
+        self, on_notify: OnWork, on_lost: Callable[[], None] = lambda: None
+    ) -> PostgresListener | None:
+        """A LISTEN connection for cross-process wake-ups, where the database has one;
+        `on_lost` is called the moment it ends."""
+        return self.dialect.listener(self.url, on_notify, on_lost)
 
     # -- claims (C1, C2, C6, D1–D4) -------------------------------------------------------
 
