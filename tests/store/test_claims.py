@@ -61,35 +61,43 @@ async def test_c1_claim_holds_no_lock_after_it_returns(hub: tidings.Hub, db_url:
         assert result.rowcount == 1
 
 
-async def test_c2_expired_lease_is_claimable_again_with_the_attempt_counted(
-    hub: tidings.Hub,
+@pytest.mark.parametrize("swept", [True, False])
+async def test_c2_expired_lease_is_claimable_again_and_audited_not_counted(
+    hub: tidings.Hub, swept: bool
 ) -> None:
+    """A lease that ends without an outcome gets its audit row naming the worker that held
+    it, whether the sweep or the next claim finds it; it is not counted as an attempt."""
     ch = await channel(hub)
     await publish(hub, 1)
     first = await claim(hub, ch, lease_s=1.0, owner="crashed")
-    second = await claim(hub, ch, owner="rescuer", now=at(5))
+    second = await claim(hub, ch, owner="rescuer", now=at(5), swept=swept)
     assert second.ids == first.ids
     (row,) = (await states(hub)).values()
-    assert row.attempts == 2
+    assert (row.attempts, row.lost_leases) == (1, 1)
     assert row.lease_owner == "rescuer"
     detail = await hub.delivery(row.id)
     (lost,) = detail.attempts_log
-    assert lost.status is AttemptStatus.RETRYABLE
-    assert "crashed" in (lost.error or "")
+    assert lost.status is AttemptStatus.LEASE_LOST
+    assert lost.worker_id == "crashed"
 
 
-async def test_c2_crash_loop_ends_failed_after_max_attempts(hub: tidings.Hub) -> None:
+async def test_c2_a_row_that_keeps_killing_workers_ends_exhausted(hub: tidings.Hub) -> None:
+    """Lost leases do not spend attempts, but more than max_attempts of them end the row:
+    a message that crashes every worker that takes it is not retried forever."""
     ch = await channel(hub, max_attempts=3)
     await publish(hub, 1)
-    for i in range(3):
+    for i in range(4):
         await claim(hub, ch, lease_s=1.0, owner=f"crash-{i}", now=at(10 * i))
     again = await hub.store.claim_realtime(ch.id, 10, LEASE_S, "w", now=at(100))
     assert again is None
     (row,) = (await states(hub)).values()
     assert row.state is State.FAILED
     assert row.failure is Failure.EXHAUSTED
-    assert row.attempts == 3
-    assert "crash-2" in (row.last_error or "")
+    assert (row.attempts, row.lost_leases) == (0, 4)
+    assert "crash-3" in (row.last_error or "")
+    log = (await hub.delivery(row.id)).attempts_log
+    assert [a.worker_id for a in log] == [f"crash-{i}" for i in range(4)]
+    assert {a.status for a in log} == {AttemptStatus.LEASE_LOST}
 
 
 async def test_c2_o5_a_claim_without_sweep_never_leases_what_the_sweep_would_end(
@@ -100,7 +108,9 @@ async def test_c2_o5_a_claim_without_sweep_never_leases_what_the_sweep_would_end
     crashy = await channel(hub, "crashy", max_attempts=1, filter={"kinds": ["crash.*"]})
     ageing = await channel(hub, "ageing", max_age_s=60, filter={"kinds": ["age.*"]})
     await publish(hub, 1, kind="crash.loop")
-    spent = await claim(hub, crashy, lease_s=1.0, owner="crashed")
+    await claim(hub, crashy, lease_s=1.0, owner="crashed")
+    # Taken over once (max_attempts lost leases): the next loss ends it, for the sweep to do.
+    spent = await claim(hub, crashy, lease_s=1.0, owner="crashed again", now=at(5))
     await publish(hub, 1, kind="age.old")  # older than max_age_s at the claims below
     for ch in (crashy, ageing):
         got = await hub.store.claim_realtime(ch.id, 10, LEASE_S, "w", swept=False, now=at(120))
@@ -142,7 +152,7 @@ async def test_c3_stale_token_cannot_undo_a_newer_lease_in_flight(hub: tidings.H
     (row,) = (await states(hub)).values()
     assert row.state is State.SENDING
     assert row.lease_token == fresh.token
-    assert row.attempts == 2
+    assert (row.attempts, row.lost_leases) == (1, 1)
 
 
 async def test_c4_lease_and_due_times_follow_the_database_clock(db_url: str, backend: str) -> None:

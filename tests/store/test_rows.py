@@ -29,6 +29,7 @@ def test_rows_become_dataclasses_with_enums_and_detached_json() -> None:
         "lease_token": "t" * 32,
         "created_at": NOW,
         "sent_at": None,
+        "lost_leases": 2,
     }
     event = {
         "id": 3,

@@ -3,7 +3,7 @@ and exactly the table's transitions change the row — to the table's target sta
 
 Each row is put in its starting state directly (the conformance suite tests the store's
 writes, not the paths that usually lead there), leased with token `TOKEN`, due, with one
-attempt spent of three.
+attempt spent of three (and, for `exhaust_lost`, three leases lost already).
 """
 
 from __future__ import annotations
@@ -76,7 +76,9 @@ async def _row_in(hub: tidings.Hub, name: str, state: State) -> tuple[int, int]:
     past = datetime.now(UTC) - timedelta(hours=1)
     values: dict[str, Any] = {
         "state": state.value,
-        "attempts": MAX_ATTEMPTS if name == "exhaust_lost" else 1,
+        "attempts": 1,
+        # exhaust_lost: the row keeps killing workers; this lost lease is one too many.
+        "lost_leases": MAX_ATTEMPTS if name == "exhaust_lost" else 0,
         "next_attempt_at": past,  # due, or a lease that ran out
         "lease_token": TOKEN,
         "lease_owner": "a-worker",

@@ -97,9 +97,9 @@ class Wakeup:
         while True:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._lost.wait(), HEALTH_CHECK_S)
-            if not self._lost.is_set() and self._listener is not None:
-                if await self._listener.healthy():
-                    continue
+            healthy = self._listener is not None and await self._listener.healthy()
+            if healthy and not self._lost.is_set():
+                continue
             self._lost.clear()
             await self._reconnect()
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar
 
@@ -19,16 +20,33 @@ from sqlalchemy import (
     Table,
     bindparam,
     select,
+    update,
 )
 from sqlalchemy.dialects import sqlite as sqlite_sql
 from sqlalchemy.engine import URL, Connection
 from sqlalchemy.sql.dml import Insert, Update
-from sqlalchemy.sql.selectable import CTE
 
 from tidings.core import ratelimit
 from tidings.core.model import Channel
 from tidings.store.notify import OnWork, PostgresListener
 from tidings.store.schema import deliveries, events
+
+#: Columns a lease answers besides the row: its state and owner before the lease.
+PRIOR_STATE = "prior_state"
+PRIOR_OWNER = "prior_owner"
+
+
+@dataclass(frozen=True, eq=False)
+class LeaseShape:
+    """A lease, portable: the rows it takes (`picked`: id, prior state and owner, locked and
+    limited) and the values it sets. Hashed by identity: each is built once per shape, and a
+    dialect keeps its statements for it."""
+
+    picked: Select[Any]
+    values: Mapping[str, Any]
+    #: A digest's lease (D2/D3), which also gives the batch its id.
+    by_id: bool
+
 
 #: What a claim reads before it leases: the channel, and its rate bucket with the time it
 #: was read when that came along for free (else None: the claim locks and reads it itself).
@@ -124,9 +142,32 @@ class Dialect:
         """The due-time column as a lease compares it (a digest's lease orders by id)."""
         return column
 
-    def leased_ids(self, picked: CTE) -> ColumnElement[bool]:
-        """The lease's UPDATE condition: the ids its CTE picked."""
-        return deliveries.c.id.in_(select(picked.c.id))
+    def lease(
+        self, conn: Connection, shape: LeaseShape, params: Mapping[str, Any]
+    ) -> list[dict[str, Any]]:
+        """Lease the rows `shape` picks; the leased rows with PRIOR_STATE and PRIOR_OWNER.
+        Here: pick, then update the ids picked (a writer holds the database throughout)."""
+        picked = {r["id"]: r for r in conn.execute(shape.picked, params).mappings()}
+        if not picked:
+            return []
+        found = conn.execute(self._update_picked(shape), {**params, "ids": list(picked)})
+        return [
+            {
+                **row,
+                PRIOR_STATE: picked[row["id"]][PRIOR_STATE],
+                PRIOR_OWNER: picked[row["id"]][PRIOR_OWNER],
+            }
+            for row in found.mappings()
+        ]
+
+    @functools.cache  # noqa: B019 - dialects are module-level singletons
+    def _update_picked(self, shape: LeaseShape) -> Update:
+        return (
+            update(deliveries)
+            .where(self.ids_param(deliveries.c.id, "ids"))
+            .values(dict(shape.values))
+            .returning(*deliveries.c)
+        )
 
     @functools.cached_property
     def events_by_id(self) -> Executable:

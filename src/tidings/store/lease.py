@@ -1,6 +1,8 @@
 """The lease (C1): due rows of one channel set `sending`, `attempts+1`, `next_attempt_at = now +
-lease`, a fresh token and owner, in one statement, and their events read.
+lease`, a fresh token and owner, and their events read.
 
+A row whose earlier lease ran out without an outcome is taken over: that lease is audited
+(`lease_lost`, with the worker that held it) and counted in `lost_leases`, not as an attempt.
 No lock outlives the claim's transaction; the send happens after commit.
 """
 
@@ -10,32 +12,34 @@ import functools
 import secrets
 from collections.abc import Mapping
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
-    Executable,
     and_,
     bindparam,
+    case,
     exists,
-    func,
     not_,
     select,
     update,
 )
 from sqlalchemy.engine import Connection
 
-from tidings.core.model import Channel, Claim, ClaimedDelivery, Event
-from tidings.core.states import State
+from tidings.core.model import AttemptRecord, Channel, Claim, ClaimedDelivery, Event
+from tidings.core.states import AttemptStatus, State
 from tidings.store import rows
 from tidings.store.clock import TxClock
-from tidings.store.dialect import Dialect
+from tidings.store.dialect import PRIOR_OWNER, PRIOR_STATE, Dialect, LeaseShape
 from tidings.store.dialects import dialect_for
+from tidings.store.outcomes import insert_attempts
 from tidings.store.schema import UTCDateTime, channels, deliveries
 from tidings.store.transitions import guard, state_in, target
 
 d = deliveries
+#: What a lost lease's audit row says: the worker holding it neither reported nor gave it back.
+LEASE_LOST_ERROR = "lease ended without an outcome (the worker crashed or stalled?)"
 
 
 def lease(
@@ -69,10 +73,11 @@ def lease(
     }
     if channel.max_age_s is not None:
         params["born_after"] = now - timedelta(seconds=channel.max_age_s)
-    stmt = _lease_statement(dialect, channel.max_age_s is not None, by_id)
-    leased = [rows.delivery(r) for r in conn.execute(stmt, params).mappings()]
-    if not leased:
+    taken = dialect.lease(conn, _shape(dialect, channel.max_age_s is not None, by_id), params)
+    if not taken:
         return None
+    insert_attempts(conn, _lost_lease_rows(taken, now))
+    leased = [rows.delivery(r) for r in taken]
     by_event = _events(conn, dialect, {x.event_id for x in leased}, known or {})
     items = sorted(
         (ClaimedDelivery(x, by_event[x.event_id]) for x in leased),
@@ -102,7 +107,7 @@ def _events(
 
 
 @functools.cache
-def _lease_statement(dialect: Dialect, expires: bool, by_id: bool) -> Executable:
+def _shape(dialect: Dialect, expires: bool, by_id: bool) -> LeaseShape:
     """Built once per shape: its values are bound at execution, so a claim neither rebuilds
     the expression nor recomputes its cache key."""
     now = bindparam("now", type_=UTCDateTime)
@@ -110,34 +115,47 @@ def _lease_statement(dialect: Dialect, expires: bool, by_id: bool) -> Executable
     claimable = and_(d.c.channel_id == bindparam("channel"), guard("claim", now=now, due_at=due_at))
     # C7: the channel must still be enabled when the rows are taken, whatever was read before.
     enabled = exists().where(channels.c.id == d.c.channel_id, channels.c.enabled)
-    # Rows the sweep would end (C2 spent leases, O5 expired) are never leased, swept or not.
-    spent = and_(state_in([State.SENDING]), d.c.attempts >= bindparam("max_attempts"))
-    sendable: list[ColumnElement[bool]] = [not_(spent)]
+    lost = state_in([State.SENDING])  # a lease that ran out without an outcome
+    # Rows the sweep would end (C2 poison rows, O5 expired) are never leased, swept or not.
+    poison = and_(lost, d.c.lost_leases >= bindparam("max_attempts"))
+    sendable: list[ColumnElement[bool]] = [not_(poison)]
     if expires:
         sendable.append(d.c.created_at > bindparam("born_after", type_=UTCDateTime))
     order = (d.c.id,) if by_id else (d.c.next_attempt_at, d.c.id)
     picked = (
-        select(d.c.id)
+        select(d.c.id, d.c.state.label(PRIOR_STATE), d.c.lease_owner.label(PRIOR_OWNER))
         .where(claimable, enabled, *sendable)
         .order_by(*order)
         .limit(bindparam("limit"))
         .with_for_update(skip_locked=True)
-        .cte("picked")
-        .prefix_with("MATERIALIZED", dialect="postgresql")
     )
     values: dict[str, Any] = {
         "state": target("claim"),
-        "attempts": d.c.attempts + 1,
+        # A lost lease's attempt is revoked (it may never have sent) and this one counted.
+        "attempts": case((lost, d.c.attempts), else_=d.c.attempts + 1),
+        "lost_leases": case((lost, d.c.lost_leases + 1), else_=d.c.lost_leases),
         "next_attempt_at": bindparam("lease_end", type_=UTCDateTime),
         "lease_token": bindparam("token"),
         "lease_owner": bindparam("owner"),
     }
-    if by_id and dialect.lease_sets_batch:
-        # D3 in the same statement: the batch id is the smallest id taken, set only where
-        # still null.
-        first = select(func.min(picked.c.id)).scalar_subquery()
-        values["batch_id"] = func.coalesce(d.c.batch_id, first)
-    return update(d).where(dialect.leased_ids(picked)).values(values).returning(*d.c)
+    return LeaseShape(picked, values, by_id)
+
+
+def _lost_lease_rows(rows_leased: list[Any], now: datetime) -> list[AttemptRecord]:
+    """An audit row for each lease this claim took over from a worker that never reported."""
+    return [
+        AttemptRecord(
+            delivery_id=r["id"],
+            worker_id=r[PRIOR_OWNER] or "unknown",
+            status=AttemptStatus.LEASE_LOST,
+            started_at=now,
+            finished_at=now,
+            error=LEASE_LOST_ERROR,
+            batch_id=r["batch_id"],
+        )
+        for r in rows_leased
+        if r[PRIOR_STATE] == State.SENDING.value
+    ]
 
 
 def _assign_batch(conn: Connection, dialect: Dialect, claim: Claim) -> Claim:

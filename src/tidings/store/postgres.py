@@ -26,15 +26,22 @@ from sqlalchemy import (
     literal_column,
     select,
     text,
+    update,
 )
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import URL, Connection
 from sqlalchemy.sql.dml import Insert
-from sqlalchemy.sql.selectable import CTE
 
 from tidings.core import jsontext, ratelimit
 from tidings.store import rows
-from tidings.store.dialect import ClaimStart, Dialect, in_insert_order
+from tidings.store.dialect import (
+    PRIOR_OWNER,
+    PRIOR_STATE,
+    ClaimStart,
+    Dialect,
+    LeaseShape,
+    in_insert_order,
+)
 from tidings.store.notify import NOTIFY_CHANNEL, OnWork, PostgresListener, encode_hint
 from tidings.store.schema import UTCDateTime, channels, deliveries, rate_buckets
 
@@ -114,10 +121,13 @@ class PostgresDialect(Dialect):
         doc = jsontext.dumps(list(attempt_rows)).decode()
         return int(conn.execute(stmt, {**params, ROWS_PARAM: doc}).scalar_one())
 
-    def leased_ids(self, picked: CTE) -> ColumnElement[bool]:
-        # By primary key, whatever the planner guesses of the CTE's size: `IN (SELECT …)`
-        # let it hash-join against a scan of the whole table.
-        return deliveries.c.id == any_(func.array(select(picked.c.id).scalar_subquery()))
+    def lease(
+        self, conn: Connection, shape: LeaseShape, params: Mapping[str, Any]
+    ) -> list[dict[str, Any]]:
+        """One statement: pick (a materialised CTE), update by primary key, answer the
+        updated rows joined with what they were; a digest's batch id set on the way (D3)."""
+        found = conn.execute(_lease_statement(shape), dict(params)).mappings()
+        return [dict(row) for row in found]
 
     def relaxed_claim_start(self, conn: Connection, channel_id: int) -> ClaimStart | None:
         """The channel, its rate bucket as it stands and the time it was read, in one statement
@@ -208,6 +218,25 @@ def _with_constants(
         source.c[ORDINALITY]
     )
     return postgresql.insert(table).from_select([*names, *constants], picked)
+
+
+@functools.cache
+def _lease_statement(shape: LeaseShape) -> Select[Any]:
+    picked = shape.picked.cte("picked").prefix_with("MATERIALIZED")
+    values = dict(shape.values)
+    if shape.by_id:
+        # The batch id is the smallest id taken, set only where still null (a second
+        # UPDATE of the batch cost as much as the lease).
+        first = select(func.min(picked.c.id)).scalar_subquery()
+        values["batch_id"] = func.coalesce(deliveries.c.batch_id, first)
+    # By primary key, whatever the planner guesses of the CTE's size: `IN (SELECT …)` let
+    # it hash-join against a scan of the whole table.
+    by_key = deliveries.c.id == any_(func.array(select(picked.c.id).scalar_subquery()))
+    leased = update(deliveries).where(by_key).values(values).returning(*deliveries.c)
+    taken = leased.cte("taken")
+    return select(taken, picked.c[PRIOR_STATE], picked.c[PRIOR_OWNER]).join_from(
+        taken, picked, picked.c.id == taken.c.id
+    )
 
 
 @functools.lru_cache(maxsize=64)

@@ -1,14 +1,15 @@
-"""The sweep of a channel's due rows that must not be sent again (C2, O5), with their audit rows.
+"""The sweep of a channel's due rows that must not be leased as they are (C2, O5), audited.
 
-`release_lost`: a lease ran out without an outcome; the row is claimable again. `exhaust_lost`:
-it ran out after the last attempt (counted at claim time), so a crash loop still ends.
-`expire`: the row is older than the channel's `max_age_s` and is not sent late.
+`release_lost`: a lease ran out without an outcome; its attempt is revoked (it may never have
+sent), it counts in `lost_leases`, and the row is claimable again. `exhaust_lost`: the row
+has lost more than `max_attempts` leases — it keeps killing workers — and ends. `expire`:
+the row is older than the channel's `max_age_s` and is not sent late.
 """
 
 from __future__ import annotations
 
 import functools
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import (
@@ -59,24 +60,22 @@ def sweep(conn: Connection, clock: TxClock, channel: Channel) -> int:
     if not swept:
         return 0
     now = clock.now()
-    insert_attempts(
-        conn,
-        [
-            AttemptRecord(
-                delivery_id=r["id"],
-                worker_id=SWEEPER_ID,
-                status=AttemptStatus.EXPIRED
-                if r["failure"] == Failure.EXPIRED.value
-                else AttemptStatus.RETRYABLE,
-                started_at=now,
-                finished_at=now,
-                error=r["last_error"],
-                batch_id=r["batch_id"],
-            )
-            for r in swept
-        ],
-    )
+    insert_attempts(conn, [_audit(r, now) for r in swept])
     return len(swept)
+
+
+def _audit(row: Any, now: datetime) -> AttemptRecord:
+    """An expired row is the sweep's own doing; a lost lease is the worker's that held it."""
+    expired = row["failure"] == Failure.EXPIRED.value
+    return AttemptRecord(
+        delivery_id=row["id"],
+        worker_id=SWEEPER_ID if expired else row["lease_owner"] or "unknown",
+        status=AttemptStatus.EXPIRED if expired else AttemptStatus.LEASE_LOST,
+        started_at=now,
+        finished_at=now,
+        error=row["last_error"],
+        batch_id=row["batch_id"],
+    )
 
 
 @functools.cache
@@ -85,7 +84,7 @@ def _statement(database_clock: bool, expires: bool) -> Any:
     makes all three transitions, each row's target chosen by which guard it meets."""
     now = prepared_now(database_clock)
     lost = guard("release_lost", now=now)  # exhaust_lost has the same guard
-    spent = and_(lost, d.c.attempts >= bindparam("max_attempts"))
+    spent = and_(lost, d.c.lost_leases >= bindparam("max_attempts"))  # this loss is one more
     lost_text = func.coalesce(d.c.lease_owner, "a worker") + (
         " did not report before its lease ended (crashed or stalled?)"
     )
@@ -112,10 +111,14 @@ def _statement(database_clock: bool, expires: bool) -> Any:
         "state": case(*state, else_=target("release_lost")),
         "failure": case(*failure, else_=None),
         "last_error": case(*error, else_=lost_text) if error else lost_text,
+        "attempts": case(
+            (lost, case((d.c.attempts > 0, d.c.attempts - 1), else_=0)), else_=d.c.attempts
+        ),
+        "lost_leases": case((lost, d.c.lost_leases + 1), else_=d.c.lost_leases),
     }
     return (
         update(d)
         .where(d.c.id.in_(targets.scalar_subquery()))
         .values(values)
-        .returning(d.c.id, d.c.failure, d.c.last_error, d.c.batch_id)
+        .returning(d.c.id, d.c.failure, d.c.last_error, d.c.batch_id, d.c.lease_owner)
     )
