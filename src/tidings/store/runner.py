@@ -31,12 +31,23 @@ from tidings.store.url import parse
 #: waited for its lock in the busy handler's sleeps.
 SQLITE_READERS = 3
 
+#: How much of a database error's text goes into a StoreError (and so into a log line).
+MAX_CAUSE_CHARS = 300
+
 T = TypeVar("T")
 Op = Callable[..., T]
 
 
 class _Abandoned(Exception):
     """Rolls back the transaction of a caller that was cancelled while it ran."""
+
+
+def cause(error: BaseException) -> str:
+    """The driver's own words, on one line: SQLAlchemy's text adds the statement and its
+    parameters (kilobytes in a log line, and values that may be secrets)."""
+    orig = getattr(error, "orig", None)
+    text = str(orig if orig is not None else error) or type(error).__name__
+    return " ".join(text.split())[:MAX_CAUSE_CHARS]
 
 
 class Runner:
@@ -102,9 +113,9 @@ class Runner:
         except TidingsError:
             raise
         except exc.IntegrityError as error:
-            raise Conflict(f"conflicts with stored data: {error.orig}") from error
+            raise Conflict(f"conflicts with stored data: {cause(error)}") from error
         except (exc.DBAPIError, exc.InterfaceError, OSError) as error:
-            raise StoreError(f"database error: {error}") from error
+            raise StoreError(f"database error: {cause(error)}") from error
 
     async def _in_thread(self, call: Callable[[Connection], T], read_only: bool) -> T:
         """Run `call` in one SQLite transaction on a store thread (the writer, unless
