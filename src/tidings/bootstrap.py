@@ -25,7 +25,11 @@ class Runtime:
 
     def dispatcher(self) -> Dispatcher:
         return Dispatcher(
-            self.hub.store, self.registry, dispatcher_config(self.settings), metrics=self.metrics
+            self.hub.store,
+            self.registry,
+            dispatcher_config(self.settings),
+            metrics=self.metrics,
+            notifier=self.hub.notifier,
         )
 
 

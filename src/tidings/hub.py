@@ -30,6 +30,7 @@ from tidings.core.model import (
 )
 from tidings.store import Store
 from tidings.store.clock import AppClock, utc_now
+from tidings.store.notify import LocalNotifier
 
 EventLike = EventInput | Mapping[str, Any]
 
@@ -73,7 +74,9 @@ class Channels:
 
 class Hub:
     def __init__(self, url: str, *, clock: AppClock = utc_now) -> None:
-        self.store = Store(url, clock=clock)
+        #: In-process wake-ups: a dispatcher of this process subscribes (W2).
+        self.notifier = LocalNotifier()
+        self.store = Store(url, clock=clock, on_work=self.notifier.announce)
         self.channels = Channels(self.store)
 
     async def __aenter__(self) -> Hub:

@@ -39,7 +39,7 @@ class Metrics:
             ["mode"],
             registry=self.registry,
         )
-        self.fenced = Gauge(
+        self.fenced_writes = Counter(
             "tidings_fenced_writes",
             "Stale writes refused by lease fencing (this process)",
             registry=self.registry,
@@ -68,6 +68,10 @@ class Metrics:
             timing = self._send_seconds[kind] = self.send_seconds.labels(kind)
         timing.observe(seconds)
 
+    def fenced(self, rows: int) -> None:
+        """Rows a write left alone because their lease had passed to another worker (C3)."""
+        self.fenced_writes.inc(rows)
+
     def claimed(self, mode: str, count: int) -> None:
         self.claims.labels(mode=mode).inc(count)
 
@@ -80,5 +84,4 @@ class Metrics:
         now = datetime.now(UTC)
         for channel, oldest in await self._store.oldest_pending():
             self.oldest_pending.labels(channel=channel).set((now - oldest).total_seconds())
-        self.fenced.set(self._store.fenced_writes)
         return generate_latest(self.registry)

@@ -12,15 +12,22 @@ import tidings
 from tidings.channels.base import Adapter
 from tidings.channels.netguard import parse_networks
 from tidings.channels.registry import Registry, builtin_adapters
+from tidings.core.clock import SYSTEM_CLOCK, Clock
 from tidings.core.states import FINAL
 from tidings.dispatch import Dispatcher, DispatcherConfig
+from tidings.metrics import Metrics
 
 LOOPBACK = parse_networks("127.0.0.0/8")
 
 
 @contextlib.asynccontextmanager
 async def running(
-    hub: tidings.Hub, extra_adapters: Iterable[Adapter] = (), **config: Any
+    hub: tidings.Hub,
+    extra_adapters: Iterable[Adapter] = (),
+    *,
+    clock: Clock = SYSTEM_CLOCK,
+    metrics: Metrics | None = None,
+    **config: Any,
 ) -> AsyncIterator[Dispatcher]:
     """A dispatcher running as a task for the duration of the block, stopped gracefully."""
     config.setdefault("worker_id", "test-dispatcher")
@@ -29,7 +36,14 @@ async def running(
     config.setdefault("grace_s", 5.0)
     config.setdefault("allowed_networks", LOOPBACK)
     registry = Registry([*builtin_adapters(), *extra_adapters])
-    dispatcher = Dispatcher(hub.store, registry, DispatcherConfig(**config))
+    dispatcher = Dispatcher(
+        hub.store,
+        registry,
+        DispatcherConfig(**config),
+        notifier=hub.notifier,
+        clock=clock,
+        metrics=metrics,
+    )
     task = asyncio.create_task(dispatcher.run())
     try:
         yield dispatcher

@@ -21,7 +21,9 @@ async def test_attempts_and_send_times_are_counted_by_kind_and_status(
     config = DispatcherConfig(
         worker_id="metrics", poll_interval_s=0.2, allowed_networks=LOOPBACK, claim_size=1
     )
-    dispatcher = Dispatcher(hub.store, Registry(builtin_adapters()), config, metrics=metrics)
+    dispatcher = Dispatcher(
+        hub.store, Registry(builtin_adapters()), config, metrics=metrics, notifier=hub.notifier
+    )
     task = asyncio.create_task(dispatcher.run())
     try:
         for i in range(3):

@@ -5,20 +5,24 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
 
 import pytest
+from sqlalchemy import update
 
 import tidings
 from tests.dispatch.helpers import eventually, running, settled, webhook
 from tests.sink import Answer, Sink
 from tidings.channels import signing
 from tidings.channels.base import Adapter, Limits, Message, SendContext, Target
+from tidings.channels.registry import Registry, builtin_adapters
 from tidings.core.errors import ConfigError
 from tidings.core.model import Channel, Event
 from tidings.core.outcome import Outcome
 from tidings.core.states import AttemptStatus, Failure, State
-from tidings.dispatch import sending
+from tidings.dispatch import Dispatcher, DispatcherConfig, sending
+from tidings.store.schema import deliveries
 
 
 async def test_o2_500_500_200_is_sent_after_three_attempts(hub: tidings.Hub, sink: Sink) -> None:
@@ -41,11 +45,14 @@ async def test_o2_always_500_fails_exhausted_after_exactly_three_requests(
     hub: tidings.Hub, sink: Sink
 ) -> None:
     sink.default("/hook", Answer(500, "still broken"))
-    await webhook(hub, sink.url("/hook"), max_attempts=3)
+    await webhook(hub, sink.url("/hook"), max_attempts=3, filter={"kinds": ["monitor.*"]})
+    await webhook(hub, sink.url("/later"), name="later", filter={"kinds": ["later.*"]})
     async with running(hub):
         await hub.publish(kind="monitor.down", subject="m:1")
         (row,) = await settled(hub, 1)
-        await asyncio.sleep(0.5)  # nothing more is sent once it failed
+        # Nothing more is sent once it failed: a later event goes out, the failed one not.
+        await hub.publish(kind="later.event", subject="m:2")
+        await sink.await_for(1, "/later")
     assert (row.state, row.failure, row.attempts) == (State.FAILED, Failure.EXHAUSTED, 3)
     assert row.last_error == "HTTP 500: still broken"
     assert sink.count("/hook") == 3
@@ -104,9 +111,11 @@ async def test_o3_410_fails_and_disables_the_channel(hub: tidings.Hub, sink: Sin
 async def test_o5_deliveries_older_than_max_age_are_not_sent_late(
     hub: tidings.Hub, sink: Sink
 ) -> None:
-    await webhook(hub, sink.url("/hook"), max_age_s=0.2)
+    await webhook(hub, sink.url("/hook"), max_age_s=60)
     await hub.publish(kind="monitor.down", subject="m:1")
-    await asyncio.sleep(0.4)
+    async with hub.store.engine.begin() as conn:  # published two minutes ago
+        two_minutes_ago = datetime.now(UTC) - timedelta(minutes=2)
+        await conn.execute(update(deliveries).values(created_at=two_minutes_ago))
     async with running(hub):
         (row,) = await settled(hub, 1)
     assert (row.state, row.failure) == (State.FAILED, Failure.EXPIRED)
@@ -216,15 +225,16 @@ async def test_inbox_channel_stores_the_message(hub: tidings.Hub) -> None:
 
 async def test_c5_refuses_a_lease_shorter_than_four_timeouts(hub: tidings.Hub, sink: Sink) -> None:
     await webhook(hub, sink.url("/hook"), timeout_s=60)
+    config = DispatcherConfig(worker_id="w", lease_s=120.0)
+    dispatcher = Dispatcher(hub.store, Registry(builtin_adapters()), config)
     with pytest.raises(ConfigError, match=r"lease of 120 s .*\(60 s on channel 'hook'\)"):
-        async with running(hub, lease_s=120.0):
-            await asyncio.sleep(1)
+        await asyncio.wait_for(dispatcher.run(), 10)
 
 
 async def test_w2_in_process_publish_wakes_an_idle_dispatcher(hub: tidings.Hub, sink: Sink) -> None:
     await webhook(hub, sink.url("/hook"))
-    async with running(hub, poll_interval_s=10.0):
-        await asyncio.sleep(0.3)  # idle, sleeping on a 10 s poll
+    async with running(hub, poll_interval_s=10.0) as dispatcher:
+        await asyncio.wait_for(dispatcher.idle.wait(), 5)  # asleep on a 10 s poll
         await hub.publish(kind="monitor.down", subject="m:1")
         # far sooner than the 10 s poll: the publish itself woke the dispatcher
         got = await sink.await_for(1, "/hook", timeout_s=2.0)

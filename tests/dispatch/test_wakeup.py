@@ -4,12 +4,17 @@ nothing else it should send waits longer for it."""
 from __future__ import annotations
 
 import asyncio
+import logging
+import time
+
+import psycopg
+import pytest
 
 import tidings
-from tests.dispatch.helpers import running, webhook
+from tests.dispatch.helpers import eventually, running, webhook
 from tests.sink import Answer, Sink
-from tidings.dispatch.wakeup import Wakeup
-from tidings.store.notify import MAX_HINT_CHARS, decode_hint, encode_hint
+from tidings.dispatch.wakeup import DEAF_POLL_S, Wakeup
+from tidings.store.notify import APPLICATION_NAME, MAX_HINT_CHARS, decode_hint, encode_hint
 
 
 def test_a_hint_names_channels_and_falls_back_to_all() -> None:
@@ -76,3 +81,41 @@ async def test_w2_a_retry_due_elsewhere_is_sent_on_time_while_wake_ups_name_anot
         retried = await sink.await_for(2, "/retry", timeout_s=5)
     assert retried[1].at - failed.at < 3.0  # the 1 s backoff, not the 10 s poll
     assert sink.count("/busy") >= 2
+
+
+async def test_a_lost_listen_connection_is_noticed_at_once_and_replaced(
+    pg_url: str, sink: Sink, caplog: pytest.LogCaptureFixture
+) -> None:
+    """PostgreSQL only. The LISTEN connection is killed: the dispatcher notices at once (not
+    at the next health check), polls every DEAF_POLL_S meanwhile, and listens again."""
+    caplog.set_level(logging.INFO, logger="tidings.dispatch.wakeup")
+    async with tidings.Hub(pg_url) as hub, tidings.Hub(pg_url) as producer:
+        await webhook(hub, sink.url("/hook"))
+        async with running(hub, poll_interval_s=10.0) as dispatcher:
+            await asyncio.wait_for(dispatcher.idle.wait(), 5)
+            with psycopg.connect(pg_url, autocommit=True) as admin:
+                killed = admin.execute(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                    " WHERE application_name = %s",
+                    [APPLICATION_NAME],
+                ).fetchone()
+            assert killed == (1,)
+            # Another process's publish: only NOTIFY or a poll can tell this dispatcher.
+            sent_at = time.monotonic()
+            await producer.publish(kind="a.b", subject="while deaf")
+            (got,) = await sink.await_for(1, "/hook", timeout_s=5)
+            assert got.at - sent_at < DEAF_POLL_S + 1.5  # not the 10 s poll
+            await eventually(
+                lambda: _async_true("wake-up connection restored" in caplog.text),
+                timeout_s=10,
+                what="listening again",
+            )
+            sent_at = time.monotonic()
+            await producer.publish(kind="a.b", subject="heard again")
+            (_, again) = await sink.await_for(2, "/hook", timeout_s=5)
+            assert again.at - sent_at < 1.0
+    assert "wake-up connection lost" in caplog.text
+
+
+async def _async_true(value: bool) -> bool:
+    return value

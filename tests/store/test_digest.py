@@ -147,7 +147,9 @@ async def test_d2_a_digest_claim_without_sweep_never_leases_what_the_sweep_would
     or an expired row (O5) waits for the next sweep instead of going out."""
     ch = await _digest(hub, 1.0, max_attempts=1, max_age_s=60)
     await publish(hub, 1)
-    spent = await hub.store.claim_digest(ch.id, 1.0, "crashed", now=at(2))
+    assert await hub.store.claim_digest(ch.id, 1.0, "crashed", now=at(2)) is not None
+    # Taken over once (max_attempts lost leases): the next loss ends it, for the sweep to do.
+    spent = await hub.store.claim_digest(ch.id, 1.0, "crashed again", now=at(4))
     assert spent is not None
     young = await publish(hub, 1)  # published now: at(30) it is not yet expired
     got = await hub.store.claim_digest(ch.id, LEASE_S, "w", swept=False, now=at(30))

@@ -10,14 +10,14 @@ import pytest
 import tidings
 from tests.conftest import count
 from tests.store.helpers import at, channel, claim, publish, states
-from tidings.core.states import Failure, State
+from tidings.core.states import State
 
 
 async def _failed(hub: tidings.Hub) -> int:
     ch = await channel(hub, "resendable")
     await publish(hub, 1)
     got = await claim(hub, ch)
-    await hub.store.fail(got.token, got.ids, Failure.PERMANENT, "HTTP 401: bad token")
+    await hub.store.fail(got.token, got.ids, "HTTP 401: bad token")
     return got.ids[0]
 
 
@@ -78,7 +78,7 @@ async def test_m1_request_id_reused_for_another_delivery_is_a_conflict(hub: tidi
     ch = await hub.channels.get_by_name("resendable")
     (other,) = await publish(hub, 1, subject="other")
     got = await claim(hub, ch, now=at(1))
-    await hub.store.fail(got.token, got.ids, Failure.PERMANENT, "x")
+    await hub.store.fail(got.token, got.ids, "x")
     with pytest.raises(tidings.Conflict, match="already used"):
         await hub.resend(other.deliveries[0].id, operator="alice", request_id="shared")
 
@@ -118,7 +118,7 @@ async def _history(hub: tidings.Hub) -> dict[str, tidings.Channel]:
     await hub.publish(kind="monitor.down", subject="m:1", title="two", tenant="globex")
     await hub.publish(kind="finding.created", subject="f:2", title="three")
     got = await claim(hub, a, limit=1)
-    await hub.store.fail(got.token, got.ids, Failure.PERMANENT, "nope")
+    await hub.store.fail(got.token, got.ids, "nope")
     return {"a": a, "b": b}
 
 

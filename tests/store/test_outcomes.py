@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 import tidings
 from tests.conftest import count
 from tests.store.helpers import LEASE_S, at, attempt, channel, claim, publish, states
+from tidings.core import retry
 from tidings.core.states import AttemptStatus, Failure, State
 
 
@@ -39,11 +40,16 @@ async def test_o2_retryable_goes_back_to_pending_after_the_delay(hub: tidings.Hu
 
 
 async def test_o2_retry_after_the_last_attempt_fails_as_exhausted(hub: tidings.Hub) -> None:
+    """The core decides whether an attempt is left; the store's `exhaust` transition ends it."""
     ch = await channel(hub, max_attempts=2)
     await publish(hub, 1)
     for i in range(2):
         got = await claim(hub, ch, now=at(10 * i))
-        await hub.store.schedule_retry(got.token, got.ids, 1.0, f"HTTP 500 #{i}", now=at(10 * i))
+        error = f"HTTP 500 #{i}"
+        if retry.exhausted(got.items[0].delivery.attempts, ch.max_attempts):
+            assert await hub.store.exhaust(got.token, got.ids, error, now=at(10 * i)) == 1
+        else:
+            await hub.store.schedule_retry(got.token, got.ids, 1.0, error, now=at(10 * i))
     (row,) = (await states(hub)).values()
     assert row.state is State.FAILED
     assert row.failure is Failure.EXHAUSTED
@@ -55,7 +61,7 @@ async def test_o3_permanent_failure_fails_at_once(hub: tidings.Hub) -> None:
     ch = await channel(hub, max_attempts=5)
     await publish(hub, 1)
     got = await claim(hub, ch)
-    assert await hub.store.fail(got.token, got.ids, Failure.PERMANENT, "HTTP 404: gone") == 1
+    assert await hub.store.fail(got.token, got.ids, "HTTP 404: gone") == 1
     (row,) = (await states(hub)).values()
     assert (row.state, row.failure, row.attempts) == (State.FAILED, Failure.PERMANENT, 1)
     assert row.last_error == "HTTP 404: gone"

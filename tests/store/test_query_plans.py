@@ -22,7 +22,7 @@ async def _lease_sql(hub: tidings.Hub) -> tuple[str, Any]:
     seen: list[tuple[str, Any]] = []
 
     def capture(_conn: Any, _cursor: Any, sql: str, params: Any, *_rest: Any) -> None:
-        if "picked" in sql:
+        if "prior_state" in sql:
             seen.append((sql, params))
 
     engine = hub.store.sync_engine
@@ -112,7 +112,7 @@ async def test_a_digest_claim_reads_live_rows_in_id_order(hub: tidings.Hub) -> N
     ch = await channel(hub, mode="digest", digest_period_s=60)
     await publish(hub, 30)
     sql, params = await _captured(
-        hub, "picked", lambda: hub.store.claim_digest(ch.id, 60, "w", limit=10)
+        hub, "prior_state", lambda: hub.store.claim_digest(ch.id, 60, "w", limit=10)
     )
     plan = await _plan(hub, sql, params)
     # D2's order (oldest id first) from the index of live rows: neither a sort of every due

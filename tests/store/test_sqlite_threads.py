@@ -34,7 +34,7 @@ async def test_a_claim_cancelled_while_it_runs_is_rolled_back(sqlite_hub: tiding
     leasing = threading.Event()
 
     def slow_lease(_conn: Any, _cursor: Any, sql: str, *_rest: Any) -> None:
-        if "picked" in sql:
+        if "prior_state" in sql:
             leasing.set()
             time.sleep(0.5)  # the caller is cancelled meanwhile
 
@@ -88,7 +88,7 @@ async def test_writes_take_turns_on_one_thread_and_reads_run_beside_them(
         name = threading.current_thread().name
         if sql.lstrip().startswith(("INSERT", "UPDATE", "WITH")):
             writers.add(name)
-        if "picked" in sql and not leasing.is_set():
+        if "prior_state" in sql and not leasing.is_set():
             leasing.set()
             release.wait(10)  # hold the write open
 

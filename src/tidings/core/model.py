@@ -126,6 +126,8 @@ class Delivery:
     lease_token: str | None
     created_at: datetime
     sent_at: datetime | None
+    #: Leases that ended without an outcome (a worker crashed or stalled): not attempts.
+    lost_leases: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,6 +44,8 @@ class AttemptStatus(StrEnum):
     DEFERRED = "deferred"
     PARTIAL = "partial"
     EXPIRED = "expired"
+    #: A lease ended without an outcome: its worker crashed or stalled (not an attempt).
+    LEASE_LOST = "lease_lost"
 
 
 #: States a claim may pick up: pending rows that are due, and sending rows whose lease ran out.

@@ -11,29 +11,33 @@ import contextlib
 import functools
 import logging
 import random
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from ipaddress import IPv4Network, IPv6Network
 
 from tidings.channels.base import SendContext
 from tidings.channels.http import HttpClient
 from tidings.channels.registry import Registry
+from tidings.core.clock import SYSTEM_CLOCK, Clock
 from tidings.core.errors import ConfigError, StoreError
 from tidings.core.model import Channel
 from tidings.core.states import Mode
+from tidings.dispatch.digest import run_digest
 from tidings.dispatch.gate import ClaimGate
-from tidings.dispatch.jobs import CLAIMS_AHEAD, JobContext, run_digest, run_realtime
+from tidings.dispatch.jobs import CLAIMS_AHEAD, JobContext
+from tidings.dispatch.memory import EventMemory
+from tidings.dispatch.realtime import run_realtime
 from tidings.dispatch.wakeup import Wakeup
 from tidings.metrics import Metrics
 from tidings.store import Store
-from tidings.store.notify import Hint
+from tidings.store.notify import Hint, LocalNotifier
 
 log = logging.getLogger("tidings.dispatch")
 
 #: C5: a lease must outlast the slowest send this many times over.
 LEASE_TIMEOUT_FACTOR = 4
+#: How long a channel rests after its job failed, at most (a poll interval may be long).
+FAILED_JOB_REST_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -72,19 +76,31 @@ class Dispatcher:
         *,
         rand: Callable[[], float] = random.random,
         metrics: Metrics | None = None,
+        notifier: LocalNotifier | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
+        """`notifier`: the in-process wake-ups of the store's process (a Hub's `notifier`);
+        without it only LISTEN/NOTIFY (PostgreSQL) and polling wake this dispatcher."""
         self.metrics = metrics
+        self._notifier = notifier
+        self._clock = clock
         self.store = store
         self.registry = registry
         self.config = config
         self._rand = rand
         self._stopping = asyncio.Event()
+        #: Set while the dispatcher waits for work with no job running (nothing due, or all
+        #: of it resting): an embedding program, or a test, can await it.
+        self.idle = asyncio.Event()
         self._jobs: dict[int, asyncio.Task[bool]] = {}
         #: Set when a job ends, so the loop looks again (one event however many jobs run).
         self._job_ended = asyncio.Event()
         self._resting: dict[int, float] = {}  # channel id -> monotonic time to look again
         # Realtime channels seen due (a claim reloads the channel, so staleness is harmless).
         self._realtime: dict[int, Channel] = {}
+        # The last answer's due channels, by id: the store answers an unchanged one from here
+        # rather than decoding it again.
+        self._due_before: dict[int, Channel] = {}
 
     def stop(self) -> None:
         """Stop claiming; in-flight sends get the grace period (W3). Safe from signal handlers."""
@@ -93,7 +109,7 @@ class Dispatcher:
     async def run(self) -> None:
         check_lease(self.config.lease_s, await self.store.largest_timeout())
         async with HttpClient(allowed_networks=self.config.allowed_networks) as http:
-            wakeup = Wakeup(self.store)
+            wakeup = Wakeup(self.store, self._notifier)
             try:
                 await wakeup.start()
                 await self._loop(http, wakeup)
@@ -106,7 +122,9 @@ class Dispatcher:
         ctx = JobContext(
             store=self.store,
             registry=self.registry,
-            send_context=lambda: SendContext(http=http, store=self.store, attempt_at=_utc_now()),
+            send_context=lambda: SendContext(
+                http=http, store=self.store, attempt_at=self._clock.now()
+            ),
             slots=asyncio.Semaphore(self.config.concurrency),
             lanes=self.config.concurrency,
             # Rows leased ahead of the sends, across every channel of this dispatcher.
@@ -115,7 +133,8 @@ class Dispatcher:
             lease_s=self.config.lease_s,
             claim_size=self.config.claim_size,
             rand=self._rand,
-            clock=_utc_now,
+            clock=self._clock,
+            events=EventMemory(),
             stopping=self._stopping,
             metrics=self.metrics,
         )
@@ -140,9 +159,10 @@ class Dispatcher:
         if hint is not None and hint <= self._realtime.keys():
             channels = [self._realtime[i] for i in sorted(hint)]
         else:
-            channels = await self.store.due_channels()
+            channels = await self.store.due_channels(self._due_before)
+            self._due_before = {c.id: c for c in channels}
             self._realtime.update((c.id, c) for c in channels if c.mode is Mode.REALTIME)
-        now = time.monotonic()
+        now = self._clock.monotonic()
         for channel in channels:
             if channel.id in self._jobs or self._resting.get(channel.id, 0.0) > now:
                 continue
@@ -158,13 +178,19 @@ class Dispatcher:
             return
         error = task.exception()
         if error is not None:
-            log.error("channel %r job failed: %s", channel.name, error, exc_info=error)
+            # One line with the cause; the traceback (and a database error's SQL) at debug.
+            cause = " ".join(f"{type(error).__name__}: {error}".split())
+            log.error("channel %r job failed: %.300s", channel.name, cause)
+            log.debug("channel %r job failed", channel.name, exc_info=error)
         if error is not None or not task.result():
             # Due rows but nothing leased: no rate budget, a digest not yet due, or rows held
             # by another worker. Let the channel rest instead of asking again at once.
-            self._resting[channel.id] = time.monotonic() + self._rest_s(channel)
+            rest = self._rest_s(channel, failed=error is not None)
+            self._resting[channel.id] = self._clock.monotonic() + rest
 
-    def _rest_s(self, channel: Channel) -> float:
+    def _rest_s(self, channel: Channel, failed: bool) -> float:
+        if failed:  # the database was away, or a send path broke: look again soon
+            return min(self.config.poll_interval_s, FAILED_JOB_REST_S)
         if channel.mode is Mode.REALTIME and channel.rate_per_min > 0:
             return min(self.config.poll_interval_s, 60.0 / channel.rate_per_min)
         return self.config.poll_interval_s
@@ -177,19 +203,22 @@ class Dispatcher:
         # question would compete with the jobs' claims (~1 ms on a fresh event's path).
         next_due = None if self._jobs else await self.store.next_due_at()
         if next_due is not None:
-            until_due = (next_due - _utc_now()).total_seconds()
+            until_due = (next_due - self._clock.now()).total_seconds()
             if until_due > 0:
                 timeout = min(timeout, until_due)
-        now = time.monotonic()
+        now = self._clock.monotonic()
         resting = [t - now for t in self._resting.values() if t > now]
         if resting:
             timeout = min(timeout, min(resting))
+        if not self._jobs:
+            self.idle.set()
         waiters = [asyncio.create_task(wakeup.wait(timeout))]
         waiters.append(asyncio.create_task(self._stopping.wait()))
         waiters.append(asyncio.create_task(self._job_ended.wait()))  # at once if one ended
         try:
             await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
         finally:
+            self.idle.clear()
             for waiter in waiters:
                 waiter.cancel()
             await asyncio.gather(*waiters, return_exceptions=True)
@@ -219,7 +248,3 @@ class Dispatcher:
             task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.gather(*pending, return_exceptions=True)
-
-
-def _utc_now() -> datetime:
-    return datetime.now(UTC)

@@ -10,10 +10,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
 
 from tidings.channels.base import Message, Target
 from tidings.channels.registry import Registry
+from tidings.core.clock import SYSTEM_CLOCK, Clock
 from tidings.core.model import Channel, Claim
 from tidings.core.states import Mode
 from tidings.dispatch import report, sending
@@ -56,6 +56,7 @@ async def lease_work(
     max_messages: int,
     lease_s: float,
     rand: Callable[[], float],
+    clock: Clock = SYSTEM_CLOCK,
 ) -> list[Lease]:
     leases: list[Lease] = []
     budget = max_messages
@@ -66,10 +67,10 @@ async def lease_work(
             continue
         if channel.mode is Mode.REALTIME:
             lease = await _lease_realtime(
-                store, registry, channel, budget, lease_s, worker_id, rand
+                store, registry, channel, budget, lease_s, worker_id, rand, clock
             )
         else:
-            lease = await _lease_digest(store, registry, channel, lease_s, worker_id, rand)
+            lease = await _lease_digest(store, registry, channel, lease_s, worker_id, rand, clock)
         if lease is not None and lease.messages:
             leases.append(lease)
             budget -= len(lease.messages)
@@ -84,6 +85,7 @@ async def _lease_realtime(
     lease_s: float,
     worker_id: str,
     rand: Callable[[], float],
+    clock: Clock,
 ) -> Lease | None:
     claim = await store.claim_realtime(channel.id, limit, lease_s, worker_id)
     if claim is None:
@@ -96,7 +98,7 @@ async def _lease_realtime(
         try:
             messages.append(sending.render_single(adapter, claim.channel, target, item.event))
         except Exception as error:
-            failed.append(sending.render_failed(target.delivery_ids, None, error, _now))
+            failed.append(sending.render_failed(target.delivery_ids, None, error, clock.now))
     if failed:
         await report.record(store, claim, failed, worker_id=worker_id, rand=rand)
     return Lease(claim.token, claim.channel, messages)
@@ -109,6 +111,7 @@ async def _lease_digest(
     lease_s: float,
     worker_id: str,
     rand: Callable[[], float],
+    clock: Clock,
 ) -> Lease | None:
     if not await store.digest_due(channel.id):
         return None
@@ -121,7 +124,7 @@ async def _lease_digest(
     try:
         planned = sending.plan_digest(adapter, claim.channel, batch_id, claim.ids, events)
     except Exception as error:
-        failed = sending.render_failed(claim.ids, batch_id, error, _now)
+        failed = sending.render_failed(claim.ids, batch_id, error, clock.now)
         await report.record(store, claim, [failed], worker_id=worker_id, rand=rand)
         return None
     messages = planned[:1]
@@ -149,7 +152,6 @@ async def apply_report(
     reported = [i for result in results for i in result.ids]
     claim: Claim | None = await store.leased(token)
     if claim is None:
-        store.fenced_writes += len(reported)
         log.warning(
             "fenced a report of %d row(s) from %s: its lease passed on", len(reported), worker_id
         )
@@ -158,12 +160,8 @@ async def apply_report(
     batch_of = {item.delivery.id: item.delivery.batch_id for item in claim.items}
     current = [replace(r, batch_id=batch_of.get(r.ids[0])) for r in results if set(r.ids) <= held]
     stale = len(reported) - sum(len(r.ids) for r in current)
-    if stale:
-        store.fenced_writes += stale
     unreported = [i for i in claim.ids if i not in set(reported)]
-    await report.record(store, claim, current, worker_id=worker_id, rand=rand, deferred=unreported)
-    return sum(len(r.ids) for r in current), stale
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
+    fenced = await report.record(
+        store, claim, current, worker_id=worker_id, rand=rand, deferred=unreported
+    )
+    return sum(len(r.ids) for r in current) - fenced, stale + fenced

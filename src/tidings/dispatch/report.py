@@ -2,13 +2,15 @@
 
 Results of one claim are written together: all delivered rows in one statement, failures
 grouped by what they share, so a busy channel costs a few commits per claim, not per row.
+Whether a retryable failure has an attempt left is decided here, by `core.retry.exhausted`.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -23,7 +25,6 @@ from tidings.core.outcome import (
     Retry,
     attempt_status,
 )
-from tidings.core.states import Failure
 from tidings.store import Store
 
 log = logging.getLogger("tidings.dispatch")
@@ -58,6 +59,76 @@ def attempt_rows(result: SendResult, worker_id: str) -> list[AttemptRecord]:
     ]
 
 
+@dataclass(frozen=True, slots=True)
+class Write:
+    """One fenced transition of some of a claim's rows: a transaction of its own, so a list
+    of them can be retried from the first one that did not happen."""
+
+    transition: str
+    #: Rows the write asks for (those still leased change; the rest are fenced).
+    asked: int
+    run: Callable[[], Awaitable[int]]
+
+
+def plan(
+    store: Store,
+    claim: Claim,
+    results: Sequence[SendResult],
+    *,
+    worker_id: str,
+    rand: Callable[[], float],
+    deferred: Sequence[int] = (),
+) -> list[Write]:
+    """The writes that record every result of `claim` and give back the rows not sent."""
+    channel, token = claim.channel, claim.token
+    attempts_at_claim = {item.delivery.id: item.delivery.attempts for item in claim.items}
+    sent: list[SendResult] = []
+    retries: dict[tuple[int, float | None, str], list[SendResult]] = defaultdict(list)
+    spent: dict[str, list[SendResult]] = defaultdict(list)
+    limited: list[SendResult] = []
+    writes: list[Write] = []
+    for result in results:
+        match result.outcome:
+            case Delivered() | Partial():
+                sent.append(result)
+            case Retry(error=error, retry_after_s=hint):
+                tries = max(attempts_at_claim[i] for i in result.ids)
+                if retry.exhausted(tries, channel.max_attempts):
+                    spent[error].append(result)
+                else:
+                    retries[(tries, hint, error)].append(result)
+            case RateLimited():
+                limited.append(result)
+            case Reject() as reject:
+                rows = _rows([result], worker_id)
+                writes.append(_write("fail", result.ids, store.fail, token, reject.error, rows))
+                if reject.disable_channel:
+                    disable = functools.partial(_disable, store, claim, reject)
+                    writes.append(Write("disable", 0, disable))
+    if sent:
+        rows = _rows(sent, worker_id)
+        writes.append(_write("mark_sent", _ids(sent), store.mark_sent, token, rows))
+    for (tries, hint, error), group in retries.items():
+        delay = retry.retry_delay_s(tries, channel.retry_backoff_s, hint, rand)
+        rows = _rows(group, worker_id)
+        writes.append(
+            _write("schedule_retry", _ids(group), store.schedule_retry, token, delay, error, rows)
+        )
+    for error, group in spent.items():
+        rows = _rows(group, worker_id)
+        writes.append(_write("exhaust", _ids(group), store.exhaust, token, error, rows))
+    if limited:
+        hints = [r.outcome.retry_after_s for r in limited if isinstance(r.outcome, RateLimited)]
+        delay = retry.rate_limit_delay_s(max((h for h in hints if h is not None), default=None))
+        error = limited[0].outcome.error if isinstance(limited[0].outcome, RateLimited) else ""
+        ids, rows = _ids(limited), _rows(limited, worker_id)
+        call = functools.partial(store.rate_limited, token, channel.id, ids, delay, error, rows)
+        writes.append(Write("rate_limited", len(ids), call))
+    if deferred:
+        writes.append(_write("defer", deferred, store.defer, token))
+    return writes
+
+
 async def record(
     store: Store,
     claim: Claim,
@@ -66,59 +137,48 @@ async def record(
     worker_id: str,
     rand: Callable[[], float],
     deferred: Sequence[int] = (),
-) -> None:
-    """Write every result of `claim`, and give back the rows that were not sent (`deferred`)."""
-    channel = claim.channel
-    attempts_at_claim = {item.delivery.id: item.delivery.attempts for item in claim.items}
-    sent: list[SendResult] = []
-    retries: dict[tuple[int, float | None, str], list[SendResult]] = defaultdict(list)
-    limited: list[SendResult] = []
-    for result in results:
-        match result.outcome:
-            case Delivered() | Partial():
-                sent.append(result)
-            case Retry(error=error, retry_after_s=hint):
-                tries = max(attempts_at_claim[i] for i in result.ids)
-                retries[(tries, hint, error)].append(result)
-            case RateLimited():
-                limited.append(result)
-            case Reject() as reject:
-                await _reject(store, claim, result, reject, worker_id)
-    if sent:
-        await store.mark_sent(claim.token, _ids(sent), _rows(sent, worker_id))
-    for (tries, hint, error), group in retries.items():
-        delay = retry.retry_delay_s(tries, channel.retry_backoff_s, hint, rand)
-        await store.schedule_retry(claim.token, _ids(group), delay, error, _rows(group, worker_id))
-    if limited:
-        hints = [r.outcome.retry_after_s for r in limited if isinstance(r.outcome, RateLimited)]
-        delay = retry.rate_limit_delay_s(max((h for h in hints if h is not None), default=None))
-        error = limited[0].outcome.error if isinstance(limited[0].outcome, RateLimited) else ""
-        await store.rate_limited(
-            claim.token, channel.id, _ids(limited), delay, error, _rows(limited, worker_id)
-        )
-    if deferred:
-        await store.defer(claim.token, deferred)
+) -> int:
+    """Write every result of `claim`, and give back the rows that were not sent (`deferred`).
+    Returns how many rows the lease no longer held (fenced writes, C3), after logging them."""
+    writes = plan(store, claim, results, worker_id=worker_id, rand=rand, deferred=deferred)
+    return sum([await fenced(write) for write in writes])
 
 
-async def _reject(
-    store: Store, claim: Claim, result: SendResult, reject: Reject, worker_id: str
-) -> None:
-    await store.fail(
-        claim.token,
-        result.ids,
-        Failure.PERMANENT,
-        reject.error,
-        attempt_rows(result, worker_id),
+async def fenced(write: Write) -> int:
+    """Run `write`; how many of its rows were fenced (logged when any)."""
+    changed = await write.run()
+    if write.asked <= changed:
+        return 0
+    log.warning(
+        "fenced %d stale write(s) (%s): the lease passed to another worker",
+        write.asked - changed,
+        write.transition,
     )
-    if reject.disable_channel:
-        reason = f"disabled after a permanent answer: {reject.error}"
-        skipped = await store.disable_channel(claim.channel.id, reason[:500])
-        log.warning(
-            "channel %r disabled (%s); %d pending deliveries skipped",
-            claim.channel.name,
-            reject.error,
-            skipped,
-        )
+    return write.asked - changed
+
+
+def _write(
+    transition: str,
+    ids: Sequence[int],
+    call: Callable[..., Awaitable[int]],
+    token: str,
+    *args: object,
+) -> Write:
+    """A fenced store transition: `call(token, ids, *args)`."""
+    rows = list(ids)
+    return Write(transition, len(rows), functools.partial(call, token, rows, *args))
+
+
+async def _disable(store: Store, claim: Claim, reject: Reject) -> int:
+    reason = f"disabled after a permanent answer: {reject.error}"
+    skipped = await store.disable_channel(claim.channel.id, reason[:500])
+    log.warning(
+        "channel %r disabled (%s); %d pending deliveries skipped",
+        claim.channel.name,
+        reject.error,
+        skipped,
+    )
+    return 0
 
 
 def _ids(results: Sequence[SendResult]) -> list[int]:

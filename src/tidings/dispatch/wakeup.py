@@ -1,8 +1,8 @@
 """Wake-ups (W2): an idle dispatcher sleeps until new work is announced or the poll timer ends.
 
-In-process (SQLite, and the API of `serve` on any backend) through an event set by the store
-after a publish; across processes on PostgreSQL through LISTEN/NOTIFY. Polling stays the
-correctness path: a missed wake-up only costs latency.
+In-process (SQLite, and the API of `serve` on any backend) through the notifier the store
+calls after a publish; across processes on PostgreSQL through LISTEN/NOTIFY. Polling stays
+the correctness path: a missed wake-up only costs latency.
 """
 
 from __future__ import annotations
@@ -12,18 +12,29 @@ import contextlib
 import logging
 
 from tidings.store import Store
-from tidings.store.notify import Hint, PostgresListener
+from tidings.store.notify import Hint, LocalNotifier, PostgresListener
 
 log = logging.getLogger("tidings.dispatch.wakeup")
+#: How often a LISTEN connection that still looks open is checked to answer.
 HEALTH_CHECK_S = 15.0
+#: While it is down, the dispatcher looks for work at least this often.
+DEAF_POLL_S = 1.0
+#: Reconnection backoff: from the first wait, doubling up to the last.
+RECONNECT_FIRST_S = 0.5
+RECONNECT_MAX_S = 10.0
 
 
 class Wakeup:
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, notifier: LocalNotifier | None = None) -> None:
         self._store = store
+        self._notifier = notifier
         self._event = asyncio.Event()
         self._loop = asyncio.get_running_loop()
         self._listener: PostgresListener | None = None
+        #: Set the moment the listening connection ends.
+        self._lost = asyncio.Event()
+        #: True while the database offers a listening connection but this one is down.
+        self.deaf = False
         self._watch: asyncio.Task[None] | None = None
         # Channels named by the wake-ups since the last `take_hint`; None: look at them all.
         self._hint: set[int] | None = set()
@@ -45,16 +56,22 @@ class Wakeup:
         return None if hint is None else frozenset(hint)
 
     async def start(self) -> None:
-        self._store.work_listeners.append(self.notify)
-        if self._store.backend == "postgresql":
-            await self._listen()  # listening before the dispatcher reports it has started
-            self._watch = asyncio.create_task(self._keep_listening(), name="tidings-listen")
+        if self._notifier is not None:
+            self._notifier.subscribe(self.notify)
+        if not self._store.listens:
+            return
+        # Listening before the dispatcher reports it has started.
+        if not await self._listen():
+            self._lost.set()  # the watch reconnects, with backoff
+        self._watch = asyncio.create_task(self._keep_listening(), name="tidings-listen")
 
     async def wait(self, timeout_s: float) -> bool:
-        """True when woken, False when the timeout passed."""
+        """True when woken, False when the timeout passed (at most DEAF_POLL_S while deaf)."""
         if self._hint is None or self._hint:
             self._event.clear()
             return True  # a wake-up not yet taken (its waiter may have been cancelled)
+        if self.deaf:
+            timeout_s = min(timeout_s, DEAF_POLL_S)
         try:
             await asyncio.wait_for(self._event.wait(), timeout=max(timeout_s, 0.0))
         except TimeoutError:
@@ -64,32 +81,58 @@ class Wakeup:
         return True
 
     async def close(self) -> None:
-        with contextlib.suppress(ValueError):
-            self._store.work_listeners.remove(self.notify)
+        if self._notifier is not None:
+            self._notifier.unsubscribe(self.notify)
         if self._watch is not None:
             self._watch.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._watch
         await self._drop_listener()
 
-    async def _keep_listening(self) -> None:
-        """Check the LISTEN connection answers, and replace it when it does not."""
-        while True:
-            await asyncio.sleep(HEALTH_CHECK_S)
-            if self._listener is None or not await self._listener.healthy():
-                await self._listen()
-                self.notify()  # anything published while we were deaf
+    def _connection_lost(self) -> None:
+        self._loop.call_soon_threadsafe(self._lost.set)
 
-    async def _listen(self) -> None:
+    async def _keep_listening(self) -> None:
+        """Replace the LISTEN connection the moment it ends, or when it stops answering."""
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._lost.wait(), HEALTH_CHECK_S)
+            healthy = self._listener is not None and await self._listener.healthy()
+            if healthy and not self._lost.is_set():
+                continue
+            self._lost.clear()
+            await self._reconnect()
+
+    async def _reconnect(self) -> None:
+        """Listen again, with backoff; meanwhile the dispatcher polls every DEAF_POLL_S."""
+        self.deaf = True
+        log.warning(
+            "wake-up connection lost; looking for work every %g s while reconnecting",
+            DEAF_POLL_S,
+        )
+        self.notify()  # look now: anything published since it went deaf
+        delay = RECONNECT_FIRST_S
+        while not await self._listen():
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, RECONNECT_MAX_S)
+        self.deaf = False
+        log.info("wake-up connection restored")
+        self.notify()  # anything published while reconnecting
+
+    async def _listen(self) -> bool:
+        """Open a listening connection; False when the database offers none or it failed."""
         await self._drop_listener()
-        self._listener = self._store.listener(self.notify)
-        if self._listener is None:
-            return
+        listener = self._store.listener(self.notify, self._connection_lost)
+        if listener is None:
+            return False
         try:
-            await self._listener.start()
+            await listener.start()
         except Exception as error:
             log.warning("cannot LISTEN for wake-ups (polling meanwhile): %s", error)
-            await self._drop_listener()
+            await listener.close()
+            return False
+        self._listener = listener
+        return True
 
     async def _drop_listener(self) -> None:
         if self._listener is not None:

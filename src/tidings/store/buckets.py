@@ -15,7 +15,7 @@ from sqlalchemy.engine import Connection
 from tidings.core import ratelimit
 from tidings.core.model import Channel
 from tidings.store.clock import TxClock
-from tidings.store.dialect import is_postgres
+from tidings.store.dialects import dialect_for
 from tidings.store.schema import UTCDateTime, rate_buckets
 
 
@@ -37,10 +37,11 @@ def lock(conn: Connection, channel: Channel, clock: TxClock) -> ratelimit.Bucket
     locked and its claimers run side by side.
     """
     read_clock = clock.unread
-    stmt = _lock_statement(read_clock, is_postgres(conn) and channel.rate_per_min > 0)
+    skip_locked = dialect_for(conn).row_locks and channel.rate_per_min > 0
+    stmt = _lock_statement(read_clock, skip_locked)
     row = conn.execute(stmt, {"channel": channel.id}).mappings().first()
     if row is None:
-        if is_postgres(conn) and _exists(conn, channel.id):
+        if skip_locked and _exists(conn, channel.id):
             return None
         create(conn, channel.id, channel.rate_burst, clock.now())
         return ratelimit.full(clock.now(), channel.rate_burst)

@@ -10,10 +10,11 @@ from sqlalchemy.engine import Connection
 
 from tidings.core.errors import Conflict, NotFound
 from tidings.core.model import Channel, ChannelSpec
-from tidings.core.states import SkipReason, State
+from tidings.core.states import SkipReason
 from tidings.store import buckets, rows
 from tidings.store.clock import TxClock
 from tidings.store.schema import channels, deliveries, is_live
+from tidings.store.transitions import guard, target
 
 # Read at the start of every claim: built once, its id bound at execution.
 _BY_ID = select(channels).where(channels.c.id == bindparam("channel"))
@@ -107,8 +108,8 @@ def remove(conn: Connection, channel_id: int) -> None:
 def _skip_pending(conn: Connection, channel_id: int) -> int:
     stmt = (
         update(deliveries)
-        .where(deliveries.c.channel_id == channel_id, deliveries.c.state == State.PENDING.value)
-        .values(state=State.SKIPPED.value, skip_reason=SkipReason.CHANNEL_DISABLED.value)
+        .where(deliveries.c.channel_id == channel_id, guard("skip"))
+        .values(state=target("skip"), skip_reason=SkipReason.CHANNEL_DISABLED.value)
     )
     return conn.execute(stmt).rowcount
 

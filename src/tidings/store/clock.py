@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import ColumnElement, Interval, bindparam, func, literal, select, type_coerce
 from sqlalchemy.engine import Connection
 
+from tidings.store.dialects import dialect_for
 from tidings.store.schema import UTCDateTime
 
 AppClock = Callable[[], datetime]
@@ -25,7 +26,7 @@ def utc_now() -> datetime:
 class TxClock:
     def __init__(self, conn: Connection, fixed: datetime | None, app_clock: AppClock) -> None:
         self._conn = conn
-        self._database_clock = fixed is None and conn.dialect.name == "postgresql"
+        self._database_clock = fixed is None and dialect_for(conn).database_clock
         self._value: datetime | None = None
         if fixed is not None:
             self._value = fixed.astimezone(UTC)

@@ -6,12 +6,11 @@ from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
+from tidings.store.dialects import dialect_for
+
 MIGRATIONS = Path(__file__).parent / "migrations"
-# Any constant works; it only has to be the same for every tidings process on one database.
-_ADVISORY_LOCK_ID = 0x7469_6469
 
 
 def alembic_config(connection: Connection | None = None, url: str | None = None) -> Config:
@@ -26,6 +25,5 @@ def alembic_config(connection: Connection | None = None, url: str | None = None)
 
 def upgrade(connection: Connection, revision: str = "head") -> None:
     """Migrate inside the caller's transaction; concurrent starters wait for each other."""
-    if connection.dialect.name == "postgresql":
-        connection.execute(text(f"SELECT pg_advisory_xact_lock({_ADVISORY_LOCK_ID})"))
+    dialect_for(connection).migration_lock(connection)
     command.upgrade(alembic_config(connection), revision)

@@ -1,4 +1,5 @@
-"""Wake-ups through the database (W2): NOTIFY at commit, LISTEN on a dedicated connection.
+"""Wake-ups through the database (W2): LISTEN on a dedicated connection for what the
+PostgreSQL dialect NOTIFYs at commit.
 
 PostgreSQL only; SQLite wakes its dispatcher in-process. Polling stays the correctness path:
 a lost notification only costs latency, never a delivery.
@@ -12,35 +13,26 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import asyncpg
-from sqlalchemy import text
-from sqlalchemy.engine import URL, Connection
+from sqlalchemy.engine import URL
 
-from tidings.store.dialect import is_postgres
-
-CHANNEL = "tidings_work"
-#: NOTIFY payloads must stay under 8,000 bytes; a longer list is sent as "" (look at all).
-MAX_HINT_CHARS = 7000
 log = logging.getLogger("tidings.store.notify")
+
+#: How the LISTEN connection shows in `pg_stat_activity`.
+APPLICATION_NAME = "tidings-wakeups"
+#: How long opening the LISTEN connection may take before it counts as failed.
+CONNECT_TIMEOUT_S = 10.0
+#: NOTIFY's channel; payloads must stay under 8,000 bytes, a longer hint is sent as "".
+NOTIFY_CHANNEL = "tidings_work"
+MAX_HINT_CHARS = 7000
 
 #: Channel ids with new work, or None for "look at every channel".
 Hint = frozenset[int] | None
 OnWork = Callable[[Hint], None]
 
 
-def announce(conn: Connection, channel_ids: Iterable[int] = ()) -> None:
-    """Tell listening dispatchers there is new work; delivered when the transaction commits.
-
-    The payload names the channels, so an idle dispatcher can claim at once instead of first
-    asking the database which channels are due (a few milliseconds of publish → receipt).
-    """
-    if is_postgres(conn):
-        conn.execute(
-            text("SELECT pg_notify(:channel, :hint)"),
-            {"channel": CHANNEL, "hint": encode_hint(channel_ids)},
-        )
-
-
 def encode_hint(channel_ids: Iterable[int]) -> str:
+    """The payload naming the channels, so an idle dispatcher claims at once instead of
+    first asking which channels are due."""
     payload = ",".join(str(i) for i in sorted(set(channel_ids)))
     return payload if len(payload) <= MAX_HINT_CHARS else ""
 
@@ -48,23 +40,55 @@ def encode_hint(channel_ids: Iterable[int]) -> str:
 def decode_hint(payload: str) -> Hint:
     """The channels a payload names; None (every channel) for an empty or unreadable one."""
     try:
-        ids = frozenset(int(part) for part in payload.split(",")) if payload else None
+        return frozenset(int(part) for part in payload.split(",")) if payload else None
     except ValueError:
         return None
-    return ids
+
+
+class LocalNotifier:
+    """In-process wake-ups: the store calls `announce` after it stored new work (its one
+    injected callback); each dispatcher of the process subscribes. Subscribers must be safe
+    to call from any thread (the sync facade publishes from another one)."""
+
+    def __init__(self) -> None:
+        self._subscribers: list[OnWork] = []
+
+    def announce(self, hint: Hint) -> None:
+        for subscriber in list(self._subscribers):
+            subscriber(hint)
+
+    def subscribe(self, subscriber: OnWork) -> None:
+        self._subscribers.append(subscriber)
+
+    def unsubscribe(self, subscriber: OnWork) -> None:
+        with contextlib.suppress(ValueError):
+            self._subscribers.remove(subscriber)
 
 
 class PostgresListener:
-    """A LISTEN connection that calls `on_notify` for each notification."""
+    """A LISTEN connection that calls `on_notify` for each notification, and `on_lost` at
+    once when the connection ends (the server closed it, a restart, a dropped network)."""
 
-    def __init__(self, url: URL, on_notify: OnWork) -> None:
+    def __init__(
+        self, url: URL, on_notify: OnWork, on_lost: Callable[[], None] | None = None
+    ) -> None:
         self._dsn = url.set(drivername="postgresql").render_as_string(hide_password=False)
         self._on_notify = on_notify
+        self._on_lost = on_lost
         self._conn: Any = None
 
     async def start(self) -> None:
-        self._conn = await asyncpg.connect(self._dsn)
-        await self._conn.add_listener(CHANNEL, self._received)
+        self._conn = await asyncpg.connect(
+            self._dsn,
+            timeout=CONNECT_TIMEOUT_S,
+            server_settings={"application_name": APPLICATION_NAME},
+        )
+        self._conn.add_termination_listener(self._terminated)
+        await self._conn.add_listener(NOTIFY_CHANNEL, self._received)
+
+    def _terminated(self, _conn: object) -> None:
+        if self._on_lost is not None:
+            self._on_lost()
 
     def _received(self, _conn: object, _pid: int, _channel: str, payload: str) -> None:
         self._on_notify(decode_hint(payload))
@@ -82,6 +106,7 @@ class PostgresListener:
 
     async def close(self) -> None:
         if self._conn is not None:
+            conn, self._conn = self._conn, None
+            conn.remove_termination_listener(self._terminated)  # closing is not a loss
             with contextlib.suppress(OSError, asyncpg.PostgresError, TimeoutError):
-                await self._conn.close(timeout=5)
-            self._conn = None
+                await conn.close(timeout=5)

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import ColumnElement, RowMapping, select
+from sqlalchemy import ColumnElement, RowMapping, Table, select
 from sqlalchemy.engine import Connection
 
 from tidings.core import filters
 from tidings.core.model import Channel, Delivery, Event, EventInput, PublishResult
-from tidings.core.states import SkipReason, State
+from tidings.core.states import TRANSITIONS, SkipReason, State
 from tidings.store import rows
-from tidings.store.bulk import insert_rows
 from tidings.store.clock import TxClock
-from tidings.store.notify import announce
+from tidings.store.dialects import dialect_for
 from tidings.store.schema import channels, deliveries, events
 
 RETURNED = [events.c.id, events.c.created_at]
@@ -43,7 +43,7 @@ def publish_events(
     fanned = _fan_out(conn, new_events, all_channels)
     pending = {d.channel_id for ds in fanned.values() for d in ds if d.state is State.PENDING}
     if pending:
-        announce(conn, pending)
+        dialect_for(conn).announce(conn, pending)
     results: list[PublishResult] = []
     for i, item in enumerate(inputs):
         if i in found:
@@ -182,8 +182,26 @@ def _delivery(
 
 def _initial_state(channel: Channel) -> tuple[State, SkipReason | None]:
     if channel.enabled:
-        return State.PENDING, None
-    return State.SKIPPED, SkipReason.CHANNEL_DISABLED
+        return TRANSITIONS["publish"].target, None
+    return TRANSITIONS["publish_skipped"].target, SkipReason.CHANNEL_DISABLED
+
+
+def insert_rows(
+    conn: Connection,
+    table: Table,
+    values: Sequence[Mapping[str, Any]],
+    returning: Sequence[ColumnElement[Any]],
+    *,
+    constants: Mapping[str, ColumnElement[Any]] | None = None,
+    skip_conflicts_on: str | None = None,
+) -> list[tuple[Any, ...]]:
+    """Many rows in one statement, answered in the order sent (the first `returning` column
+    must be the table's ascending id); a row clashing on `skip_conflicts_on` is skipped."""
+    if not values:
+        return []
+    return dialect_for(conn).insert_rows(
+        conn, table, values, returning, constants or {}, skip_conflicts_on
+    )
 
 
 def _existing(conn: Connection, key: str) -> PublishResult:

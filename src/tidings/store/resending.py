@@ -7,12 +7,11 @@ from sqlalchemy.engine import Connection
 
 from tidings.core.errors import Conflict, NotFound
 from tidings.core.model import Delivery, ResendResult
-from tidings.core.states import RESENDABLE, State
 from tidings.store import rows
 from tidings.store.clock import TxClock
-from tidings.store.dialect import insert_ignoring_conflict, is_postgres
-from tidings.store.notify import announce
+from tidings.store.dialects import dialect_for
 from tidings.store.schema import deliveries, resends
+from tidings.store.transitions import guard, target
 
 d = deliveries
 
@@ -25,8 +24,9 @@ def resend(
     The audit row is written first: its unique request id makes a repeated request a no-op,
     and a concurrent one with the same id waits for the first and then finds it.
     """
+    dialect = dialect_for(conn)
     _load(conn, delivery_id, lock=True)
-    audit = insert_ignoring_conflict(conn, resends, "request_id").values(
+    audit = dialect.insert_ignoring_conflict(resends, "request_id").values(
         delivery_id=delivery_id, operator=operator, request_id=request_id, at=clock.at()
     )
     if conn.execute(audit).rowcount == 0:
@@ -34,9 +34,9 @@ def resend(
     requeued = (
         conn.execute(
             update(d)
-            .where(d.c.id == delivery_id, d.c.state.in_([s.value for s in RESENDABLE]))
+            .where(d.c.id == delivery_id, guard("resend"))
             .values(
-                state=State.PENDING.value,
+                state=target("resend"),
                 attempts=0,
                 next_attempt_at=clock.at(),
                 last_error=None,
@@ -57,7 +57,7 @@ def resend(
             "only failed or skipped deliveries can be resent"
         )
     delivery = rows.delivery(requeued)
-    announce(conn, [delivery.channel_id])
+    dialect.announce(conn, [delivery.channel_id])
     return ResendResult(delivery=delivery, requeued=True)
 
 
@@ -70,9 +70,9 @@ def _repeat(conn: Connection, delivery_id: int, request_id: str) -> ResendResult
 
 def _load(conn: Connection, delivery_id: int, *, lock: bool) -> Delivery:
     stmt = select(d).where(d.c.id == delivery_id)
-    if lock and is_postgres(conn):
+    if lock:
         # Serialises resends of one row; the loser then sees the winner's state (M1).
-        stmt = stmt.with_for_update()
+        stmt = dialect_for(conn).for_update(stmt)
     row = conn.execute(stmt).mappings().first()
     if row is None:
         raise NotFound("delivery", delivery_id)

@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
-
-from sqlalchemy import RowMapping
 
 from tidings.core.model import Attempt, Channel, Delivery, DeliveryView, Event, Severity
 from tidings.core.states import AttemptStatus, Failure, Mode, SkipReason, State
 from tidings.store.schema import channels, deliveries, events
 
-DELIVERY_COLUMNS = list(deliveries.c)
-EVENT_COLUMNS = list(events.c)
 # The columns a history row adds to a delivery (M2): one query for a whole list.
 VIEW_COLUMNS = [
-    *DELIVERY_COLUMNS,
+    *deliveries.c,
     channels.c.name.label("channel_name"),
     channels.c.kind.label("channel_kind"),
     events.c.kind.label("event_kind"),
@@ -42,7 +38,7 @@ def event(row: Mapping[Any, Any]) -> Event:
     )
 
 
-def channel(row: RowMapping) -> Channel:
+def channel(row: Mapping[Any, Any]) -> Channel:
     return Channel(
         id=row["id"],
         name=row["name"],
@@ -66,7 +62,7 @@ def channel(row: RowMapping) -> Channel:
     )
 
 
-def delivery(row: RowMapping) -> Delivery:
+def delivery(row: Mapping[Any, Any]) -> Delivery:
     return Delivery(
         id=row["id"],
         event_id=row["event_id"],
@@ -82,10 +78,11 @@ def delivery(row: RowMapping) -> Delivery:
         lease_token=row["lease_token"],
         created_at=row["created_at"],
         sent_at=row["sent_at"],
+        lost_leases=row["lost_leases"],
     )
 
 
-def delivery_view(row: RowMapping) -> DeliveryView:
+def delivery_view(row: Mapping[Any, Any]) -> DeliveryView:
     return DeliveryView(
         delivery=delivery(row),
         channel_name=row["channel_name"],
@@ -97,7 +94,7 @@ def delivery_view(row: RowMapping) -> DeliveryView:
     )
 
 
-def attempt(row: RowMapping) -> Attempt:
+def attempt(row: Mapping[Any, Any]) -> Attempt:
     return Attempt(
         id=row["id"],
         delivery_id=row["delivery_id"],
@@ -114,53 +111,3 @@ def attempt(row: RowMapping) -> Attempt:
 
 def _opt(kind: Any, value: str | None) -> Any:
     return None if value is None else kind(value)
-
-
-# Positional converters for the claim, which turns hundreds of rows a second into dataclasses:
-# a tuple index and a dict lookup instead of a keyed row lookup and an enum call per field.
-# The columns come in table order, which is the dataclasses' field order (a test holds both).
-_STATE = {s.value: s for s in State}
-_FAILURE = {f.value: f for f in Failure}
-_SKIP = {s.value: s for s in SkipReason}
-_SEVERITY = {s.value: s for s in Severity}
-DELIVERY_WIDTH = len(deliveries.c)
-
-
-def delivery_at(row: Sequence[Any], at: int = 0) -> Delivery:
-    """A delivery from `row[at:at + DELIVERY_WIDTH]`, its columns in table order."""
-    failure = row[at + 7]
-    skip = row[at + 8]
-    return Delivery(
-        row[at],
-        row[at + 1],
-        row[at + 2],
-        _STATE[row[at + 3]],
-        row[at + 4],
-        row[at + 5],
-        row[at + 6],
-        None if failure is None else _FAILURE[failure],
-        None if skip is None else _SKIP[skip],
-        row[at + 9],
-        row[at + 10],
-        row[at + 11],
-        row[at + 12],
-        row[at + 13],
-    )
-
-
-def event_at(row: Sequence[Any], at: int = 0) -> Event:
-    """An event from `row[at:]`, its columns in table order."""
-    return Event(
-        row[at],
-        row[at + 1],
-        row[at + 2],
-        _SEVERITY[row[at + 3]],
-        row[at + 4],
-        row[at + 5],
-        row[at + 6],
-        dict(row[at + 7]),
-        dict(row[at + 8]),
-        row[at + 9],
-        row[at + 10],
-        row[at + 11],
-    )

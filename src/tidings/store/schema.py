@@ -148,6 +148,8 @@ deliveries = Table(
     Column("lease_token", String(64)),
     Column("created_at", UTCDateTime, nullable=False),
     Column("sent_at", UTCDateTime),
+    # Leases that ended without an outcome; not attempts (see migration 0006).
+    Column("lost_leases", Integer, nullable=False, server_default=text("0")),
     UniqueConstraint("event_id", "channel_id"),
     # The claim's access path: due rows of one channel, only among the live ones, in the
     # claim's order (next_attempt_at, id), so a claim stops after the rows it takes.

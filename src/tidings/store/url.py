@@ -30,7 +30,3 @@ def parse(url: str) -> URL:
             "give a file path, e.g. sqlite:///./tidings.db"
         )
     return parsed.set(drivername=_ASYNC_DRIVERS[backend])
-
-
-def backend_name(url: str) -> str:
-    return parse(url).get_backend_name()

@@ -1,0 +1,168 @@
+"""The realtime job: drain a channel claim by claim, several claims in flight at once.
+
+A job stops when a claim comes back short or empty (it took what was due, the rate budget
+ran out, or another worker holds the rows) or the dispatcher is stopping. If it is cancelled
+mid-send (W3 after the grace period), the results it has are written and the unsent rows are
+given back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+
+from tidings.channels.base import Adapter, Target
+from tidings.core.model import Channel, Claim, ClaimedDelivery
+from tidings.dispatch import sending
+from tidings.dispatch.gate import Queued
+from tidings.dispatch.jobs import (
+    CLAIMS_IN_FLIGHT,
+    JobContext,
+    last_start,
+    sweep_due,
+    write,
+)
+from tidings.dispatch.report import SendResult
+
+
+async def run_realtime(ctx: JobContext, channel: Channel) -> bool:
+    """Drain the channel; True when at least one claim leased rows.
+
+    After a full claim the next is taken while the previous one is still sending (at most
+    `CLAIMS_IN_FLIGHT` at once), so the database round trips of claiming and recording
+    overlap the HTTP sends instead of pausing them. A claim that fails (its outcomes could
+    not be recorded, or the next claim could not be taken) ends the job only once the other
+    claims in flight have finished sending and recording: cancelling them would hand back
+    rows that already reached the receiver.
+    """
+    leased = False
+    running: set[asyncio.Task[None]] = set()
+    failure: BaseException | None = None
+    try:
+        while failure is None and not ctx.stopping.is_set():
+            try:
+                claimed = await _claim_next(ctx, channel)
+            except Exception as error:
+                failure = error
+                break
+            if claimed is None:
+                break
+            claim, lease_ends, queued = claimed
+            leased = True
+            task = asyncio.create_task(_send_claim(ctx, claim, lease_ends, queued))
+            # Released when the task ends however it ends (even cancelled before it ran).
+            task.add_done_callback(functools.partial(_release, queued))
+            running.add(task)
+            if len(claim) < ctx.claim_size:
+                # A short claim took what was due (or what the rate allowed): finish it and
+                # end the job. Rows that fall due later wake the dispatcher, which asks once
+                # for every channel instead of each job claiming again to find nothing.
+                break
+            if len(running) >= CLAIMS_IN_FLIGHT:
+                done, running = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+                failure = _first_failure(done)
+        done_now = await asyncio.gather(*running, return_exceptions=True)
+        running.clear()
+        failure = failure or next((e for e in done_now if isinstance(e, BaseException)), None)
+        if failure is not None:
+            raise failure
+    finally:
+        # Cancelled (W3): each claim records what it sent and gives the rest back.
+        for task in running:
+            task.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
+    return leased
+
+
+async def _claim_next(ctx: JobContext, channel: Channel) -> tuple[Claim, float, Queued] | None:
+    """The channel's next realtime claim once the gate has room, with the monotonic time its
+    lease ends and its place in the gate; None when nothing (more) can be leased now."""
+    async with ctx.gate.claim():
+        if ctx.stopping.is_set():
+            return None  # stopped while waiting for room
+        # Read after the wait for room, so the lease estimate below is not cut short.
+        now = ctx.clock.monotonic()
+        sweep = sweep_due(ctx, channel, now)
+        claim = await ctx.store.claim_realtime(
+            channel.id,
+            ctx.claim_size,
+            ctx.lease_s,
+            ctx.worker_id,
+            swept=sweep,
+            known_events=ctx.events.known,
+        )
+        ctx.events.remember(claim)
+        if sweep:
+            ctx.swept_at[channel.id] = now
+        if claim is None:
+            return None
+        queued = ctx.gate.leased(len(claim))
+    if ctx.metrics:
+        ctx.metrics.claimed("realtime", len(claim))
+    # `now` was read before the claim asked, so the lease ends after `now + lease_s`.
+    return claim, now + ctx.lease_s, queued
+
+
+def _first_failure(done: set[asyncio.Task[None]]) -> BaseException | None:
+    for task in done:
+        if task.cancelled():
+            continue
+        error = task.exception()
+        if error is not None:
+            return error
+    return None
+
+
+def _release(queued: Queued, _task: asyncio.Task[None]) -> None:
+    queued.release()
+
+
+async def _send_claim(ctx: JobContext, claim: Claim, lease_ends: float, queued: Queued) -> None:
+    """Send every row of a realtime claim, at most `ctx.slots` at once across the dispatcher.
+
+    A few lanes each take the next row until none is left, rather than a task per row: a
+    task costs ~3 µs to create, schedule and gather, a noticeable share of a send.
+
+    A row still waiting for a slot when its lease could end before its send does (many
+    slow receivers ahead of it) is not sent but given back, claimable again at once with
+    its attempt revoked: sent that late it could go out twice, once by whoever leased it
+    next. The first row of a claim always goes, so a claim always makes progress.
+    """
+    adapter = ctx.registry.get(claim.channel.kind)
+    start_by = last_start(adapter, claim.channel, lease_ends)
+    rows = iter(claim.items)
+    results: list[SendResult] = []  # kept outside the lanes: a cancel must not forget a send
+    started = 0
+
+    async def lane() -> None:
+        nonlocal started
+        for item in rows:
+            async with ctx.slots:
+                queued.one()
+                if started and ctx.clock.monotonic() > start_by:
+                    continue  # left out of the results: given back by _write
+                started += 1
+                results.append(await _send_one(ctx, adapter, claim.channel, item))
+
+    lanes = [asyncio.create_task(lane()) for _ in range(min(len(claim.items), ctx.lanes))]
+    try:
+        await asyncio.gather(*lanes)
+    except BaseException:
+        # Cancelled (W3) or broken: record what was sent and give the rest back.
+        for task in lanes:
+            task.cancel()
+        await asyncio.gather(*lanes, return_exceptions=True)
+        await asyncio.shield(write(ctx, claim, results, lease_ends))
+        raise
+    await write(ctx, claim, results, lease_ends)
+
+
+async def _send_one(
+    ctx: JobContext, adapter: Adapter, channel: Channel, item: ClaimedDelivery
+) -> SendResult:
+    target = Target((item.delivery.id,))
+    try:
+        message = sending.render_single(adapter, channel, target, item.event)
+    except Exception as error:
+        return sending.render_failed(target.delivery_ids, None, error, ctx.clock.now)
+    return await sending.send(adapter, ctx.send_context(), channel, message, ctx.clock.now)

@@ -1,0 +1,39 @@
+"""What operators change: channels (with C7's disable transition) and API tokens."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from tidings.core.model import Channel, ChannelSpec
+from tidings.store import channel_ops, tokens
+from tidings.store.runner import Runner
+
+
+class AdminWrites(Runner):
+    async def create_channel(self, spec: ChannelSpec) -> Channel:
+        return await self._run(channel_ops.create, spec)
+
+    async def update_channel(self, channel_id: int, spec: ChannelSpec) -> Channel:
+        return await self._run(channel_ops.update_spec, channel_id, spec)
+
+    async def update_channel_config(self, channel_id: int, changes: dict[str, Any]) -> None:
+        """Merge keys into a channel's config (a provider-requested change, not an edit)."""
+        await self._run(channel_ops.merge_config, channel_id, changes)
+
+    async def enable_channel(self, channel_id: int) -> Channel:
+        channel, _ = await self._run(channel_ops.set_enabled, channel_id, True, None)
+        return channel
+
+    async def disable_channel(self, channel_id: int, reason: str | None = None) -> int:
+        """C7: disable and skip its pending deliveries; returns how many were skipped."""
+        _, skipped = await self._run(channel_ops.set_enabled, channel_id, False, reason)
+        return skipped
+
+    async def delete_channel(self, channel_id: int) -> None:
+        await self._run(lambda conn, _clock: channel_ops.remove(conn, channel_id))
+
+    async def create_token(
+        self, name: str, scopes: Sequence[str], token_hash: str
+    ) -> tokens.TokenInfo:
+        return await self._run(tokens.create, name, list(scopes), token_hash)

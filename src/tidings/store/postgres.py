@@ -1,0 +1,249 @@
+"""PostgreSQL's hooks: its clock decides (C4), rows are locked with SKIP LOCKED (W1), many rows
+travel as one JSON text, a claim commits without waiting for the WAL flush, an outcome and its
+attempt rows are one statement, and NOTIFY wakes other processes (W2).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, ClassVar
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    ColumnElement,
+    Select,
+    Table,
+    Text,
+    Update,
+    any_,
+    bindparam,
+    cast,
+    func,
+    insert,
+    literal,
+    literal_column,
+    select,
+    text,
+    update,
+)
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.engine import URL, Connection
+from sqlalchemy.sql.dml import Insert
+
+from tidings.core import jsontext, ratelimit
+from tidings.store import rows
+from tidings.store.dialect import (
+    PRIOR_OWNER,
+    PRIOR_STATE,
+    ClaimStart,
+    Dialect,
+    LeaseShape,
+    in_insert_order,
+)
+from tidings.store.notify import NOTIFY_CHANNEL, OnWork, PostgresListener, encode_hint
+from tidings.store.schema import UTCDateTime, channels, deliveries, rate_buckets
+
+ORDINALITY = "n_"
+ROWS_PARAM = "rows_json"
+#: Below this many rows a plain VALUES list is cheaper to build than the recordset statement.
+RECORDSET_FROM_ROWS = 8
+# Any constant works; it only has to be the same for every tidings process on one database.
+_ADVISORY_LOCK_ID = 0x7469_6469
+_IDS = postgresql.ARRAY(BigInteger)
+
+
+class PostgresDialect(Dialect):
+    name: ClassVar[str] = "postgresql"
+    database_clock: ClassVar[bool] = True
+    lease_sets_batch: ClassVar[bool] = True
+    row_locks: ClassVar[bool] = True
+    outcome_in_one_statement: ClassVar[bool] = True
+    cross_process_wakeups: ClassVar[bool] = True
+
+    def ids_in(self, column: ColumnElement[Any], ids: Iterable[int]) -> ColumnElement[bool]:
+        """`column = ANY($1)`: one array parameter, so the statement text is the same for every
+        batch size and the server reuses one prepared plan."""
+        return column == any_(literal(list(ids), _IDS))
+
+    def ids_param(self, column: ColumnElement[Any], name: str) -> ColumnElement[bool]:
+        return column == any_(bindparam(name, type_=_IDS))
+
+    def insert(self, table: Table) -> Insert:
+        return postgresql.insert(table)
+
+    def insert_rows(
+        self,
+        conn: Connection,
+        table: Table,
+        values: Sequence[Mapping[str, Any]],
+        returning: Sequence[ColumnElement[Any]],
+        constants: Mapping[str, ColumnElement[Any]],
+        skip_conflicts_on: str | None,
+    ) -> list[tuple[Any, ...]]:
+        """Many rows as one JSON text typed by the table itself
+        (`INSERT … SELECT … FROM json_populate_recordset(NULL::table, :rows)`): one parameter,
+        and one statement text (so one prepared plan) for every batch size; the server, not
+        the client, checks the values. A few rows go as a VALUES list."""
+        if len(values) < RECORDSET_FROM_ROWS:
+            return super().insert_rows(conn, table, values, returning, constants, skip_conflicts_on)
+        names = tuple(values[0])  # every row has exactly these keys
+        stmt = (
+            _with_constants(table, names, constants) if constants else _all_from_rows(table, names)
+        )
+        if skip_conflicts_on is not None:
+            stmt = stmt.on_conflict_do_nothing(index_elements=[skip_conflicts_on])
+        params = {ROWS_PARAM: jsontext.dumps(list(values)).decode()}
+        if not returning:
+            conn.execute(stmt, params)
+            return []
+        return in_insert_order(conn.execute(stmt.returning(*returning), params).all())
+
+    def insert_attempts(
+        self, conn: Connection, table: Table, rows: Sequence[dict[str, Any]]
+    ) -> None:
+        self.insert_rows(conn, table, rows, (), {}, None)
+
+    def update_with_attempts(
+        self,
+        conn: Connection,
+        update: Update,
+        params: dict[str, Any],
+        attempts: Table,
+        attempt_rows: Sequence[dict[str, Any]],
+    ) -> int:
+        """The outcome and its attempt rows in ONE statement (a CTE each): sent without BEGIN
+        and COMMIT, one round trip where UPDATE, INSERT, BEGIN and COMMIT were four."""
+        if not attempt_rows:
+            return super().update_with_attempts(conn, update, params, attempts, attempt_rows)
+        stmt = _logged(update, attempts)
+        doc = jsontext.dumps(list(attempt_rows)).decode()
+        return int(conn.execute(stmt, {**params, ROWS_PARAM: doc}).scalar_one())
+
+    def lease(
+        self, conn: Connection, shape: LeaseShape, params: Mapping[str, Any]
+    ) -> list[dict[str, Any]]:
+        """One statement: pick (a materialised CTE), update by primary key, answer the
+        updated rows joined with what they were; a digest's batch id set on the way (D3)."""
+        found = conn.execute(_lease_statement(shape), dict(params)).mappings()
+        return [dict(row) for row in found]
+
+    def relaxed_claim_start(self, conn: Connection, channel_id: int) -> ClaimStart | None:
+        """The channel, its rate bucket as it stands and the time it was read, in one statement
+        (not locked: enough for a channel without a rate limit, which reads the bucket only
+        for a provider's pause; a limited channel locks it next).
+
+        Relaxed commit: the same statement makes the claim's commit skip waiting for its WAL
+        flush. Should the database crash before the flush, the claim is forgotten and its rows
+        are sent again, as after any lost lease — at least once, never lost. Publishes and
+        outcomes still wait for the flush.
+        """
+        row = conn.execute(_CHANNEL_FOR_CLAIM, {"channel": channel_id}).mappings().first()
+        if row is None:
+            return None, None
+        if row["bucket_updated_at"] is None:  # no bucket yet: the lock creates it
+            return rows.channel(row), None
+        bucket = ratelimit.Bucket(
+            tokens=row["bucket_tokens"],
+            updated_at=row["bucket_updated_at"],
+            paused_until=row["bucket_paused_until"],
+        )
+        return rows.channel(row), (bucket, row["clock_now"])
+
+    def announce(self, conn: Connection, channel_ids: Iterable[int]) -> None:
+        """NOTIFY at commit; the payload names the channels, so an idle dispatcher claims at
+        once instead of first asking which channels are due."""
+        conn.execute(
+            text("SELECT pg_notify(:channel, :hint)"),
+            {"channel": NOTIFY_CHANNEL, "hint": encode_hint(channel_ids)},
+        )
+
+    def listener(
+        self, url: URL, on_notify: OnWork, on_lost: Callable[[], None]
+    ) -> PostgresListener:
+        return PostgresListener(url, on_notify, on_lost)
+
+    def migration_lock(self, conn: Connection) -> None:
+        conn.execute(text(f"SELECT pg_advisory_xact_lock({_ADVISORY_LOCK_ID})"))
+
+
+POSTGRES = PostgresDialect()
+
+
+_CHANNEL_FOR_CLAIM = (
+    select(
+        channels,
+        func.set_config("synchronous_commit", "off", True).label("async_commit"),
+        rate_buckets.c.tokens.label("bucket_tokens"),
+        rate_buckets.c.updated_at.label("bucket_updated_at"),
+        rate_buckets.c.paused_until.label("bucket_paused_until"),
+        func.clock_timestamp(type_=UTCDateTime).label("clock_now"),
+    )
+    .select_from(channels.outerjoin(rate_buckets, rate_buckets.c.channel_id == channels.c.id))
+    .where(channels.c.id == bindparam("channel"))
+)
+
+
+@functools.cache
+def recordset_source(table: Table) -> Any:
+    """`json_populate_recordset(NULL::table, :rows_json) WITH ORDINALITY AS rows_(…, n_)`:
+    the rows typed by the table itself, in the order given. Order them by `n_`."""
+    return (
+        func.json_populate_recordset(
+            literal_column(f"NULL::{table.name}"), cast(bindparam(ROWS_PARAM, type_=Text), JSON)
+        )
+        .table_valued(*(c.name for c in table.c), with_ordinality=ORDINALITY)
+        .render_derived()
+        .alias("rows_")
+    )
+
+
+def _recordset_rows(table: Table, names: tuple[str, ...]) -> Select[Any]:
+    source = recordset_source(table)
+    return select(*(source.c[n] for n in names)).order_by(source.c[ORDINALITY])
+
+
+@functools.cache
+def _all_from_rows(table: Table, names: tuple[str, ...]) -> Any:
+    """The whole statement when every value comes from the rows: built once."""
+    return postgresql.insert(table).from_select(list(names), _recordset_rows(table, names))
+
+
+def _with_constants(
+    table: Table, names: tuple[str, ...], constants: Mapping[str, ColumnElement[Any]]
+) -> Any:
+    source = recordset_source(table)
+    picked = select(*(source.c[n] for n in names), *constants.values()).order_by(
+        source.c[ORDINALITY]
+    )
+    return postgresql.insert(table).from_select([*names, *constants], picked)
+
+
+@functools.cache
+def _lease_statement(shape: LeaseShape) -> Select[Any]:
+    picked = shape.picked.cte("picked").prefix_with("MATERIALIZED")
+    values = dict(shape.values)
+    if shape.by_id:
+        # The batch id is the smallest id taken, set only where still null (a second
+        # UPDATE of the batch cost as much as the lease).
+        first = select(func.min(picked.c.id)).scalar_subquery()
+        values["batch_id"] = func.coalesce(deliveries.c.batch_id, first)
+    # By primary key, whatever the planner guesses of the CTE's size: `IN (SELECT …)` let
+    # it hash-join against a scan of the whole table.
+    by_key = deliveries.c.id == any_(func.array(select(picked.c.id).scalar_subquery()))
+    leased = update(deliveries).where(by_key).values(values).returning(*deliveries.c)
+    taken = leased.cte("taken")
+    return select(taken, picked.c[PRIOR_STATE], picked.c[PRIOR_OWNER]).join_from(
+        taken, picked, picked.c.id == taken.c.id
+    )
+
+
+@functools.lru_cache(maxsize=64)
+def _logged(update: Update, attempts: Table) -> Select[Any]:
+    """`WITH changed AS (update RETURNING id), logged AS (INSERT attempts …) SELECT count(*)`.
+    Remembered per statement: the hot outcomes' statements are built once."""
+    names = [c.name for c in attempts.c if c.name != "id"]
+    changed = update.returning(deliveries.c.id).cte("changed")
+    logged = insert(attempts).from_select(names, _recordset_rows(attempts, tuple(names)))
+    return select(func.count()).select_from(changed).add_cte(logged.cte("logged"))

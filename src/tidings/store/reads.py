@@ -1,0 +1,111 @@
+"""The store's reads: history (M2), channels, what is due, the dashboard, metrics and tokens.
+
+Each runs as one read transaction (on PostgreSQL without BEGIN and COMMIT).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+
+from sqlalchemy.engine import Connection
+
+from tidings.core.model import (
+    Channel,
+    DeliveryDetail,
+    DeliveryQuery,
+    DeliveryView,
+    Page,
+    PublishResult,
+)
+from tidings.store import channel_ops, dashboard, history, inbox, scheduling, stats, tokens
+from tidings.store.clock import TxClock
+from tidings.store.runner import Runner
+
+
+class Reads(Runner):
+    # -- channels -------------------------------------------------------------------------
+
+    async def get_channel(self, channel_id: int) -> Channel:
+        return await self._run(lambda c, _: channel_ops.get(c, channel_id), read_only=True)
+
+    async def get_channel_by_name(self, name: str) -> Channel:
+        return await self._run(lambda c, _: channel_ops.get_by_name(c, name), read_only=True)
+
+    async def list_channels(self) -> list[Channel]:
+        return await self._run(lambda c, _: channel_ops.list_all(c), read_only=True)
+
+    # -- history (M2) ---------------------------------------------------------------------
+
+    async def list_deliveries(
+        self,
+        query: DeliveryQuery | None = None,
+        page: int | None = None,
+        page_size: int | None = None,
+    ) -> Page[DeliveryView]:
+        def op(conn: Connection, _clock: TxClock) -> Page[DeliveryView]:
+            return history.list_deliveries(conn, query or DeliveryQuery(), page, page_size)
+
+        return await self._run(op, read_only=True)
+
+    async def get_delivery(self, delivery_id: int) -> DeliveryDetail:
+        return await self._run(lambda c, _: history.get_delivery(c, delivery_id), read_only=True)
+
+    async def get_event(self, event_id: int) -> PublishResult:
+        return await self._run(lambda c, _: history.get_event(c, event_id), read_only=True)
+
+    # -- what is due, and C5 --------------------------------------------------------------
+
+    async def due_channels(
+        self, known: Mapping[int, Channel] | None = None, *, now: datetime | None = None
+    ) -> list[Channel]:
+        """Enabled channels with due rows; a channel in `known` (a caller's earlier answer)
+        that has not changed since is answered as it was, not read again."""
+        return await self._run(scheduling.due_channels, known, now=now, read_only=True)
+
+    async def next_due_at(self) -> datetime | None:
+        return await self._run(lambda c, _: scheduling.next_due_at(c), read_only=True)
+
+    async def largest_timeout(self) -> tuple[float, str] | None:
+        return await self._run(lambda c, _: scheduling.largest_timeout(c), read_only=True)
+
+    # -- the inbox, statistics and the admin UI -------------------------------------------
+
+    async def inbox_recent(
+        self, channel_id: int | None = None, limit: int = 50
+    ) -> list[inbox.InboxMessage]:
+        return await self._run(lambda c, _: inbox.recent(c, channel_id, limit), read_only=True)
+
+    async def delivery_counts(self) -> list[tuple[str, str, int]]:
+        return await self._run(lambda c, _: stats.counts_by_channel_state(c), read_only=True)
+
+    async def oldest_pending(self) -> list[tuple[str, datetime]]:
+        return await self._run(lambda c, _: stats.oldest_pending_by_channel(c), read_only=True)
+
+    async def channel_health(
+        self, *, now: datetime | None = None
+    ) -> dict[int, dashboard.ChannelHealth]:
+        """Per channel id: last success, failed attempts in the last hour, open rows, oldest."""
+        return await self._run(dashboard.channel_health, now=now, read_only=True)
+
+    async def state_counts(self) -> dict[str, int]:
+        return await self._run(lambda c, _: dashboard.state_counts(c), read_only=True)
+
+    async def hourly_attempts(
+        self, hours: int = 24, *, now: datetime | None = None
+    ) -> list[dashboard.HourBucket]:
+        """Delivered and failed attempts per hour over the last `hours`, oldest first."""
+        return await self._run(dashboard.hourly_attempts, hours, now=now, read_only=True)
+
+    async def failed_ids(self, query: DeliveryQuery, limit: int) -> tuple[list[int], int]:
+        """The failed rows a history filter matches (at most `limit`, oldest first), and the
+        total: what a bulk resend would requeue."""
+        return await self._run(lambda c, _: dashboard.failed_ids(c, query, limit), read_only=True)
+
+    # -- API tokens -----------------------------------------------------------------------
+
+    async def find_token(self, token_hash: str) -> tokens.TokenInfo | None:
+        return await self._run(lambda c, _: tokens.find(c, token_hash), read_only=True)
+
+    async def count_tokens(self) -> int:
+        return await self._run(lambda c, _: tokens.count(c), read_only=True)
