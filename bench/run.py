@@ -17,7 +17,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,45 +25,10 @@ import httpx
 import psycopg
 
 from bench.peers.scenario import scenario_peers
+from bench.result import Counts, Result
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
-
-
-@dataclass
-class Counts:
-    raw: int
-    e2e: int
-    publish_single: int
-    publish_batches: int
-    latency: int
-    digest: int
-
-    @classmethod
-    def make(cls, quick: bool) -> Counts:
-        if quick:
-            return cls(
-                raw=2000, e2e=2000, publish_single=200, publish_batches=3, latency=30, digest=10_000
-            )
-        return cls(
-            raw=20_000,
-            e2e=20_000,
-            publish_single=2000,
-            publish_batches=20,
-            latency=200,
-            digest=100_000,
-        )
-
-
-@dataclass
-class Result:
-    name: str
-    figure: float | None
-    unit: str
-    backend: str
-    ratio_to_raw: float | None = None
-    notes: dict[str, Any] = field(default_factory=dict)
-    error: str | None = None
 
 
 # -- processes -----------------------------------------------------------------------------
@@ -1029,18 +994,7 @@ def main(argv: list[str] | None = None) -> int:
         "quick": args.quick,
         "wall_s": round(time.monotonic() - began, 1),
         "machine": machine(pg),
-        "scenarios": [
-            {
-                "name": r.name,
-                "figure": r.figure,
-                "unit": r.unit,
-                "ratio_to_raw": r.ratio_to_raw,
-                "backend": r.backend,
-                "notes": r.notes,
-                "error": r.error,
-            }
-            for r in results
-        ],
+        "scenarios": [r.as_json() for r in results],
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = RESULTS / "latest.json"
