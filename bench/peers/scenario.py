@@ -12,10 +12,11 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bench.result import Counts, Result
+from bench.result import Result
 
-if TYPE_CHECKING:  # bench.run imports this module, so only for checking
-    from bench.run import Postgres, Sink
+if TYPE_CHECKING:  # the rig brings psycopg and httpx, which nothing here calls directly
+    from bench.processes import Sink
+    from bench.rig import Rig
 
 HERE = Path(__file__).resolve().parent
 VENV = HERE / ".venv"
@@ -89,7 +90,7 @@ def _failed(peer: str, error: BaseException) -> Result:
     return Result(f"peers/{peer}", None, "deliveries/s", "postgresql", error=str(error))
 
 
-def scenario_peers(pg: Postgres, sink: Sink, counts: Counts) -> list[Result]:
+def scenario_peers(rig: Rig) -> list[Result]:
     """jobs/s of each peer for counts.e2e webhook jobs, one worker process, 50 in flight."""
     try:
         python = ensure_venv()
@@ -99,8 +100,9 @@ def scenario_peers(pg: Postgres, sink: Sink, counts: Counts) -> list[Result]:
     for peer in PEERS:
         print(f"bench: peers/{peer} …", flush=True)
         try:
-            with pg.database() as (_name, url):
-                out.append(_result(peer, _measure(python, peer, url, sink, counts.e2e)))
+            with rig.pg.database() as (_name, url):
+                report = _measure(python, peer, url, rig.sink, rig.counts.e2e)
+                out.append(_result(peer, report))
         except Exception as error:  # one peer failing must not hide the other's figure
             out.append(_failed(peer, error))
     return out
