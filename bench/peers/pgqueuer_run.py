@@ -31,9 +31,9 @@ ENQUEUE_BATCH = 1000
 # pgqueuer's worker knobs. max_concurrent_tasks is the per-process cap (tidings' concurrency);
 # the dequeue batch must be at most half of it, so 25 is the largest allowed and needs the
 # fewest dequeue round trips (10, the default, was slower). The entrypoint itself stays
-# unlimited (concurrency_limit=0). Leaving max_concurrent_tasks unset is faster still (~1.3x
-# here), but then the worker picks the whole backlog at once and only the HTTP connector limits
-# what is in flight, which is not the "50 at a time" that tidings is measured with.
+# unlimited (concurrency_limit=0). Leaving max_concurrent_tasks unset is faster still (README.md),
+# but then the worker picks the whole backlog at once and only the HTTP connector limits what
+# is in flight, which is not the "50 at a time" that tidings is measured with.
 BATCH_SIZE = 25
 MAX_CONCURRENT_TASKS = harness.CONCURRENCY
 # Completed jobs leave pgqueuer's queue table; their final status is in the log table.
