@@ -10,12 +10,12 @@ import sys
 import time
 
 import tidings
-from bench.run import _event
+from bench.workload import event
 
 
 async def batches_per_s(url: str, batches: int) -> float:
     async with tidings.Hub(url) as hub:
-        batch = [_event(i) for i in range(1000)]
+        batch = [event(i) for i in range(1000)]
         await hub.publish_many(batch)  # warm-up (connection, statements)
         started = time.perf_counter()
         for _ in range(batches):

@@ -27,7 +27,7 @@ import psycopg
 import uvloop
 
 CONCURRENCY = 50  # in-flight jobs per worker process, as tidings' e2e scenario uses
-POLL_S = 0.25  # how often the driver counts finished jobs, as bench/run.py's _drain does
+POLL_S = 0.25  # how often the driver counts finished jobs: bench/database.py's drain() default
 BUDGET_S = 600.0  # the whole run (set-up, enqueue, drain) must end within this
 READY = "ready"  # the line a worker prints on stdout once it can take jobs
 
@@ -36,7 +36,7 @@ READY = "ready"  # the line a worker prints on stdout once it can take jobs
 
 
 def event(i: int) -> dict[str, Any]:
-    """The same event as bench/run.py's `_event()`; duplicated because that module needs
+    """The same event as bench/workload.py's `event()`; duplicated because that module needs
     tidings' environment, which this venv does not have."""
     return {
         "kind": "bench.event",

@@ -1,7 +1,7 @@
 """The "peers" scenario: the e2e webhook workload on other PostgreSQL job queues, so the table
-shows their jobs/s beside tidings'. Imported by bench/run.py in tidings' environment, so only
-the standard library here; the peers themselves run in bench/peers/.venv, which this module
-creates and never lets become a dependency of tidings."""
+shows their jobs/s beside tidings'. At run time it imports only the standard library and
+bench.result; the peers themselves run in bench/peers/.venv, which this module creates and
+never lets become a dependency of tidings."""
 
 from __future__ import annotations
 
@@ -12,8 +12,11 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:  # bench.run imports this module; at run time Result is imported lazily
-    from bench.run import Counts, Postgres, Result, Sink
+from bench.result import Result
+
+if TYPE_CHECKING:  # the rig brings psycopg and httpx, which nothing here calls directly
+    from bench.processes import Sink
+    from bench.rig import Rig
 
 HERE = Path(__file__).resolve().parent
 VENV = HERE / ".venv"
@@ -79,19 +82,15 @@ def _measure(python: Path, peer: str, db_url: str, sink: Sink, jobs: int) -> dic
 
 
 def _result(peer: str, report: dict[str, Any]) -> Result:
-    from bench.run import Result
-
     notes = {k: v for k, v in report.items() if k not in ("peer", "jobs_per_s")}
     return Result(f"peers/{peer}", report["jobs_per_s"], "deliveries/s", "postgresql", notes=notes)
 
 
 def _failed(peer: str, error: BaseException) -> Result:
-    from bench.run import Result
-
     return Result(f"peers/{peer}", None, "deliveries/s", "postgresql", error=str(error))
 
 
-def scenario_peers(pg: Postgres, sink: Sink, counts: Counts) -> list[Result]:
+def scenario_peers(rig: Rig) -> list[Result]:
     """jobs/s of each peer for counts.e2e webhook jobs, one worker process, 50 in flight."""
     try:
         python = ensure_venv()
@@ -101,8 +100,9 @@ def scenario_peers(pg: Postgres, sink: Sink, counts: Counts) -> list[Result]:
     for peer in PEERS:
         print(f"bench: peers/{peer} …", flush=True)
         try:
-            with pg.database() as (_name, url):
-                out.append(_result(peer, _measure(python, peer, url, sink, counts.e2e)))
+            with rig.pg.database() as (_name, url):
+                report = _measure(python, peer, url, rig.sink, rig.counts.e2e)
+                out.append(_result(peer, report))
         except Exception as error:  # one peer failing must not hide the other's figure
             out.append(_failed(peer, error))
     return out

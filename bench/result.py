@@ -1,0 +1,59 @@
+"""What a scenario is given to size its work (`Counts`) and what it hands back (`Result`).
+Standard library only: bench/peers imports it too, in tidings' environment or not."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Counts:
+    """How much work each scenario does; `--quick` shrinks every count."""
+
+    raw: int
+    e2e: int
+    publish_single: int
+    publish_batches: int
+    latency: int
+    digest: int
+
+    @classmethod
+    def make(cls, quick: bool) -> Counts:
+        if quick:
+            return cls(
+                raw=2000, e2e=2000, publish_single=200, publish_batches=3, latency=30, digest=10_000
+            )
+        return cls(
+            raw=20_000,
+            e2e=20_000,
+            publish_single=2000,
+            publish_batches=20,
+            latency=200,
+            digest=100_000,
+        )
+
+
+@dataclass
+class Result:
+    """One row of the table and one entry of latest.json's `scenarios`. `figure` is None
+    when the scenario failed; `error` then says why."""
+
+    name: str
+    figure: float | None
+    unit: str
+    backend: str
+    ratio_to_raw: float | None = None
+    notes: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "figure": self.figure,
+            "unit": self.unit,
+            "ratio_to_raw": self.ratio_to_raw,
+            "backend": self.backend,
+            "notes": self.notes,
+            "error": self.error,
+        }

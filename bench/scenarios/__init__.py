@@ -1,0 +1,1 @@
+"""The scenarios, one module per family; each exposes `run(rig) -> list[Result]`."""
