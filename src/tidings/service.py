@@ -29,10 +29,10 @@ from tidings.core.model import (
     rfc3339,
 )
 from tidings.core.outcome import Outcome
+from tidings.core.redact import keep_unchanged_secrets, redact_config
 from tidings.dispatch.dispatcher import LEASE_TIMEOUT_FACTOR
 from tidings.dispatch.sending import render_single, send
 from tidings.hub import Hub
-from tidings.redact import keep_unchanged_secrets, redact_config
 from tidings.render import default_renderer
 from tidings.store.tokens import TokenInfo
 
