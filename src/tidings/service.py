@@ -84,7 +84,7 @@ class Service:
         if not isinstance(config, dict):
             raise ValidationError("config", "must be an object")
         fields["config"] = adapter.validate_config(config)
-        fields.setdefault("rate_per_min", adapter.limits.default_rate_per_min)
+        fields.setdefault("rate_per_min", adapter.spec.default_rate_per_min)
         if "templates" in fields:
             fields["templates"] = self._templates(fields["templates"])
         timeout_s = fields.get("timeout_s", 15.0)
