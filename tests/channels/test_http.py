@@ -15,6 +15,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
+from tidings.channels.failure import outcome_for_exception
 from tidings.channels.http import (
     MAX_ERROR_CHARS,
     MAX_RESPONSE_BYTES,
@@ -24,7 +25,6 @@ from tidings.channels.http import (
     InvalidTarget,
     RequestTimeout,
     classify,
-    outcome_for_exception,
     redact_url,
     scrub,
 )

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
-from tidings.channels.failure import scrub_secrets, unexpected_failure
-from tidings.channels.http import HttpClient, outcome_for_exception
+from tidings.channels.failure import outcome_for_exception, scrub_secrets, unexpected_failure
+from tidings.channels.http import HttpClient
 from tidings.core import kinds
 from tidings.core.kinds import KindSpec
 from tidings.core.model import Channel, Event

@@ -1,5 +1,6 @@
 """The one outbound HTTP seam: an aiohttp session behind the address guard, the shared
-classification of HTTP answers into outcomes, and translation of aiohttp's exceptions.
+classification of HTTP answers into outcomes (aiohttp's exceptions are translated in
+tidings.channels.failure).
 Imports aiohttp, tidings.channels (netguard, verdict) and tidings.core; URLs in its messages
 are redacted by tidings.core.redact.
 """
@@ -16,9 +17,9 @@ from typing import Final
 import aiohttp
 from yarl import URL
 
-from tidings.channels.netguard import BlockedAddress, GuardedResolver, Network, check_literal_host
+from tidings.channels.netguard import GuardedResolver, Network, check_literal_host
 from tidings.channels.verdict import StatusRule, Verdict, outcome_for
-from tidings.core.outcome import Delivered, Outcome, Reason, Reject, Retry
+from tidings.core.outcome import Delivered, Outcome, Reason
 from tidings.core.redact import redact_url, scrub
 from tidings.core.retry import parse_retry_after
 from tidings.core.text import truncate_chars
@@ -117,8 +118,8 @@ class HttpClient:
         """POST `body`; redirects come back as 3xx answers, never followed.
 
         Raises InvalidTarget, BlockedAddress (before any connection for IP literals, from
-        the resolver for names), RequestTimeout, or aiohttp's errors; `outcome_for_exception`
-        turns any of them into an outcome.
+        the resolver for names), RequestTimeout, or aiohttp's errors;
+        `failure.outcome_for_exception` turns any of them into an outcome.
         """
         if not timeout_s > 0:
             # aiohttp reads a zero timeout as "none": a send must never hang past its lease.
@@ -268,56 +269,6 @@ def _redirect_error(response: HttpResponse) -> str:
     return f"HTTP {response.status}: redirect to {redact_url(location)} not followed"
 
 
-# --- exceptions -------------------------------------------------------------------------
-
-_CONNECTION_ERRORS: Final = (
-    aiohttp.ClientConnectionError,  # ClientConnectorError, ClientOSError, ServerDisconnected…
-    aiohttp.ClientPayloadError,
-    OSError,  # ConnectionError and the socket errors aiohttp lets through unwrapped
-)
-
-
-def outcome_for_exception(error: BaseException) -> Outcome | None:
-    """Translate an exception raised while sending into an outcome (STYLE 11); None for one
-    that is no failure of the send itself (a bug), which the caller's catch-all reports.
-
-    Messages never hold a URL's query or userinfo: every URL in them is redacted.
-    """
-    blocked = _find_blocked(error)
-    if blocked is not None:
-        return Reject(Reason.BLOCKED_ADDRESS, str(blocked))
-    if isinstance(error, InvalidTarget | aiohttp.InvalidURL):
-        return Reject(Reason.INVALID_TARGET, scrub(f"invalid target: {error}"))
-    # Before the connection errors: aiohttp's ServerTimeoutError is both.
-    if isinstance(error, TimeoutError):
-        return Retry(
-            Reason.TIMEOUT, str(error) if isinstance(error, RequestTimeout) else "timed out"
-        )
-    if isinstance(error, _CONNECTION_ERRORS):
-        detail = str(error) or type(error).__name__
-        return Retry(Reason.CONNECTION, scrub(f"connection failed: {detail}"))
-    return None
-
-
-def _find_blocked(error: BaseException) -> BlockedAddress | None:
-    """The BlockedAddress behind `error`, however it was wrapped (cause, context, os_error).
-
-    aiohttp 3.14 lets a resolver's non-OSError exception through unwrapped, but wraps
-    OSErrors in ClientConnectorDNSError; searching the chain holds either way.
-    """
-    seen: set[int] = set()
-    pending: list[object] = [error]
-    while pending:
-        current = pending.pop()
-        if not isinstance(current, BaseException) or id(current) in seen:
-            continue
-        if isinstance(current, BlockedAddress):
-            return current
-        seen.add(id(current))
-        pending += [getattr(current, "os_error", None), current.__cause__, current.__context__]
-    return None
-
-
 __all__ = [
     "MAX_ERROR_CHARS",
     "MAX_RESPONSE_BYTES",
@@ -330,7 +281,6 @@ __all__ = [
     "classify",
     "classify_by",
     "header",
-    "outcome_for_exception",
     "redact_url",
     "rule_for",
     "scrub",

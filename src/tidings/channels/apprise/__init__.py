@@ -2,7 +2,7 @@
 
 Owns the kind's declaration (registered without Apprise installed, it then refuses configs
 with the install hint), rendering within the configured services' limits, and sending; talking
-to Apprise itself lives in `bridge`. Imports tidings.channels (apprise.bridge, base, http),
+to Apprise itself lives in `bridge`. Imports tidings.channels (apprise.bridge, base, failure),
 tidings.core and tidings.render.
 
 What the mapping can and cannot tell, plainly:
@@ -45,7 +45,7 @@ from tidings.channels.apprise.bridge import (
     split_urls,
 )
 from tidings.channels.base import Adapter, Message, SendContext, Target
-from tidings.channels.http import outcome_for_exception
+from tidings.channels.failure import outcome_for_exception
 from tidings.core.errors import ValidationError
 from tidings.core.kinds import ConfigField, FieldType, KindSpec
 from tidings.core.model import Channel, Event
