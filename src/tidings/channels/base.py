@@ -9,6 +9,7 @@ Imports tidings.channels (http, failure) and tidings.core.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
@@ -126,6 +127,11 @@ class Adapter(ABC):
     def size_limit(self, channel: Channel) -> int | None:
         """The limit for this channel, in the declared unit (some kinds let the config lower
         or raise it)."""
+        return self._declared_limit
+
+    @functools.cached_property
+    def _declared_limit(self) -> int | None:
+        # Read on every render and send: the spec's limit is looked up once.
         limit = self.spec.limit
         return None if limit is None else limit.amount
 
