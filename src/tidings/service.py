@@ -29,10 +29,10 @@ from tidings.core.model import (
     rfc3339,
 )
 from tidings.core.outcome import Outcome
+from tidings.core.redact import keep_unchanged_secrets, redact_config
 from tidings.dispatch.dispatcher import LEASE_TIMEOUT_FACTOR
 from tidings.dispatch.sending import render_single, send
 from tidings.hub import Hub
-from tidings.redact import keep_unchanged_secrets, redact_config
 from tidings.render import default_renderer
 from tidings.store.tokens import TokenInfo
 
@@ -84,7 +84,7 @@ class Service:
         if not isinstance(config, dict):
             raise ValidationError("config", "must be an object")
         fields["config"] = adapter.validate_config(config)
-        fields.setdefault("rate_per_min", adapter.limits.default_rate_per_min)
+        fields.setdefault("rate_per_min", adapter.spec.default_rate_per_min)
         if "templates" in fields:
             fields["templates"] = self._templates(fields["templates"])
         timeout_s = fields.get("timeout_s", 15.0)

@@ -1,9 +1,8 @@
-"""The table-driven harness every channel kind passes (STYLE 10).
-
-Given an adapter, a channel config pointing at its emulator, and a table of
-(emulator behaviour → expected outcome), it checks: each answer classifies as expected, a
-receiver that hangs past timeout_s gives a retry, messages respect the kind's size limit, a
-canary secret never appears in an outcome, and reads redact the secret fields.
+"""What the channel tests share: building channels and events, sending one message through
+an adapter, running a table of (emulator behaviour → expected outcome), and the checks every
+outcome and config must pass — no secret in an outcome, secrets redacted in reads, every part
+of a digest within the kind's limit. `test_conformance.py` runs them over every kind;
+each vendor's own file adds only its deltas.
 """
 
 from __future__ import annotations
@@ -19,8 +18,8 @@ from tidings.channels.http import HttpClient
 from tidings.channels.netguard import Network, parse_networks
 from tidings.core.model import Channel, Event, Severity
 from tidings.core.outcome import Outcome
+from tidings.core.redact import MASK, redact_config
 from tidings.core.states import Mode
-from tidings.redact import MASK, redact_config
 
 LOOPBACK = parse_networks("127.0.0.0/8")
 CANARY = "CANARY-SECRET-7f3a9c"
@@ -117,6 +116,8 @@ def assert_no_secret(outcome: Outcome, ch: Channel, adapter: Adapter) -> None:
         value = ch.config.get(name)
         if isinstance(value, str) and len(value) > 8:
             assert value not in text, (name, outcome)
+    for secret in adapter.secrets_of(ch):
+        assert secret not in text, (secret, outcome)
 
 
 def assert_redacted(adapter: Adapter, config: dict[str, Any]) -> None:

@@ -1,8 +1,8 @@
 """The `discord` kind against its emulator: `wait=true` always sent (and the rest of the query
 kept), mentions never parsed, every documented code classified (10015 disables the channel),
 429's float `retry_after` honoured with its scope, the 2000-character content limit and the
-webhook's bucket respected, the token never leaking, and one publish end to end through a
-real dispatcher.
+webhook's bucket respected, the token alone never leaking. The checks every kind passes
+are in test_conformance.py.
 """
 
 from __future__ import annotations
@@ -20,20 +20,17 @@ from tests.channels.harness import (
     Case,
     assert_no_secret,
     assert_redacted,
-    assert_within_limit,
     channel,
     event,
-    hangs_past_timeout,
     run_table,
     send_one,
 )
-from tests.dispatch.helpers import running, settled
 from tests.emulators.discord import MESSAGES, DiscordEmulator
 from tidings.channels.base import Target
 from tidings.channels.discord import CODES, DEFAULT_RATE_PER_MIN, DiscordAdapter, with_wait
 from tidings.core.errors import ValidationError
+from tidings.core.kinds import SizeLimit, SizeUnit
 from tidings.core.outcome import Delivered, Outcome, RateLimited, Reason, Reject, Retry
-from tidings.core.states import Mode, State
 from tidings.dispatch.sending import render_single
 from tidings.render import Flavour
 
@@ -86,11 +83,10 @@ def test_the_code_table_is_covered() -> None:
 
 
 def test_declared_limits() -> None:
-    limits = DiscordAdapter.limits
-    assert (limits.max_message_size, limits.size_unit) == (2000, "chars")
-    assert limits.flavour == Flavour.DISCORD_MARKDOWN
-    assert limits.default_rate_per_min == DEFAULT_RATE_PER_MIN < 30
-    assert DiscordAdapter.secret_fields == ("webhook_url",)
+    spec = DiscordAdapter.spec
+    assert spec.limit == SizeLimit(2000, SizeUnit.TEXT_CHARS)
+    assert spec.flavour == Flavour.DISCORD_MARKDOWN
+    assert spec.default_rate_per_min == DEFAULT_RATE_PER_MIN < 30
 
 
 async def test_every_documented_answer(emulator: DiscordEmulator) -> None:
@@ -249,16 +245,6 @@ async def test_a_long_event_is_shortened_and_accepted(emulator: DiscordEmulator)
     assert len(emulator.messages) == 1
 
 
-async def test_a_long_digest_is_split_within_the_limit(emulator: DiscordEmulator) -> None:
-    ch = discord_channel(emulator, mode=Mode.DIGEST)
-    events = [event(i, title=f"alert _{i}_ " + "w" * 100) for i in range(1, 70)]
-    messages = assert_within_limit(ADAPTER, ch, events)
-    assert len(messages) > 2
-    for message in messages:
-        assert isinstance(await send_one(ADAPTER, ch, message), Delivered)
-    assert len(emulator.messages) == len(messages)
-
-
 async def test_the_webhooks_bucket_is_a_rate_limit() -> None:
     with DiscordEmulator(bucket_limit=2, bucket_window_s=2.0) as emu:
         assert isinstance(emu, DiscordEmulator)
@@ -272,13 +258,6 @@ async def test_the_webhooks_bucket_is_a_rate_limit() -> None:
     assert 0 < limited.retry_after_s <= 2.0  # the body's float, not the header's rounding
     assert [status for status, _ in emu.answers] == [200, 200, 429]
     assert first.query == {"wait": "true"}
-
-
-async def test_a_hanging_webhook_is_a_timeout_retry(emulator: DiscordEmulator) -> None:
-    emulator.hang_next(1.5)
-    outcome = await hangs_past_timeout(ADAPTER, discord_channel(emulator, timeout_s=0.5))
-    assert isinstance(outcome, Retry)
-    assert outcome.reason is Reason.TIMEOUT
 
 
 async def test_the_token_never_leaks(emulator: DiscordEmulator) -> None:
@@ -320,22 +299,3 @@ def test_config_is_validated_and_redacted() -> None:
     with pytest.raises(ValidationError) as extra:
         ADAPTER.validate_config(good | {"username": "bot"})
     assert extra.value.field == "config.username"
-
-
-async def test_end_to_end_through_a_dispatcher(hub: tidings.Hub, emulator: DiscordEmulator) -> None:
-    await hub.channels.create(
-        name="sec-discord",
-        kind="discord",
-        config={"webhook_url": emulator.webhook_url(TOKEN)},
-        timeout_s=2,
-        retry_backoff_s=0.05,
-    )
-    async with running(hub):  # discord is a built-in kind
-        title = "@everyone SQL *injection*"
-        await hub.publish(kind="finding.created", subject="finding:1", title=title)
-        (row,) = await settled(hub, 1)
-    assert (row.state, row.attempts) == (State.SENT, 1)
-    (content,) = emulator.contents()
-    assert "SQL \\*injection\\*" in content
-    assert emulator.messages[0]["mention_everyone"] is False
-    assert emulator.requests()[0].query == {"wait": "true"}

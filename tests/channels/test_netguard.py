@@ -14,7 +14,8 @@ from aiohttp import web
 from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.test_utils import TestServer
 
-from tidings.channels.http import HttpClient, classify, outcome_for_exception
+from tidings.channels.failure import outcome_for_exception
+from tidings.channels.http import HttpClient, classify
 from tidings.channels.netguard import (
     BlockedAddress,
     GuardedResolver,

@@ -1,10 +1,10 @@
 """The `telegram` kind against its emulator: every documented answer, the supergroup migration,
-rate limits, the 4096 visible-character limit with MarkdownV2 that still parses, secrets."""
+rate limits, the 4096 visible-UTF-16-unit limit with MarkdownV2 that still parses, secrets.
+The checks every kind passes are in test_conformance.py."""
 
 from __future__ import annotations
 
 import json
-import socket
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -23,7 +23,6 @@ from tests.channels.harness import (
     assert_within_limit,
     channel,
     event,
-    hangs_past_timeout,
     run_table,
     send_one,
 )
@@ -33,6 +32,7 @@ from tidings.channels.base import SendContext, Target
 from tidings.channels.http import HttpClient
 from tidings.channels.telegram import TelegramAdapter, shorten_markdown_v2
 from tidings.core.errors import ValidationError
+from tidings.core.kinds import SizeLimit, SizeUnit
 from tidings.core.model import Channel
 from tidings.core.outcome import Delivered, Outcome, RateLimited, Reason, Reject, Retry
 from tidings.core.states import State
@@ -287,37 +287,6 @@ async def test_migration_resends_only_once(emulator: TelegramEmulator) -> None:
 # --- timeouts, connection failures, secrets ----------------------------------------------------
 
 
-async def test_hanging_server_is_a_timeout_retry(emulator: TelegramEmulator) -> None:
-    emulator.hang_next(4.0)
-    outcome = await hangs_past_timeout(
-        ADAPTER, channel("telegram", tg_channel(emulator).config, timeout_s=0.5)
-    )
-    assert isinstance(outcome, Retry)
-    assert outcome.reason is Reason.TIMEOUT
-
-
-async def test_connection_refused_does_not_show_the_token() -> None:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    ch = channel(
-        "telegram", {"bot_token": TOKEN, "chat_id": CHAT, "api_base": f"http://127.0.0.1:{port}"}
-    )
-    outcome = await send_one(ADAPTER, ch)
-    assert isinstance(outcome, Retry)
-    assert outcome.reason is Reason.CONNECTION
-    assert_no_secret(outcome, ch, ADAPTER)
-
-
-async def test_token_echoed_by_the_server_is_masked(emulator: TelegramEmulator) -> None:
-    ch = tg_channel(emulator)
-    emulator.fail_next(400, f"Bad Request: no access with /bot{TOKEN}/sendMessage")
-    outcome = await send_one(ADAPTER, ch)
-    assert isinstance(outcome, Reject)
-    assert_no_secret(outcome, ch, ADAPTER)
-    assert "••••" in outcome.error
-
-
 async def test_blocked_address_names_no_token() -> None:
     ch = channel("telegram", {"bot_token": TOKEN, "chat_id": CHAT, "api_base": "http://10.0.0.1"})
     async with HttpClient() as http:
@@ -348,11 +317,11 @@ def test_config_is_validated_and_redacted() -> None:
 
 
 def test_declared_limits() -> None:
-    assert ADAPTER.limits.max_message_size == 4096
-    assert ADAPTER.limits.size_unit == "chars"
-    assert ADAPTER.limits.flavour == "telegram_markdown_v2"
-    assert 0 < ADAPTER.limits.default_rate_per_min < 20  # a group takes 20/min
-    assert ADAPTER.secret_fields == ("bot_token",)
+    """4096 of what a reader sees, counted in UTF-16 code units (never fewer than code points)."""
+    spec = ADAPTER.spec
+    assert spec.limit == SizeLimit(4096, SizeUnit.UTF16_UNITS)
+    assert spec.flavour == "telegram_markdown_v2"
+    assert 0 < spec.default_rate_per_min < 20  # a group takes 20/min
 
 
 # --- the 4096 limit -----------------------------------------------------------------------------

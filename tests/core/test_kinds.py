@@ -21,6 +21,7 @@ SPEC = KindSpec(
         ConfigField("to", FieldType.STRING_LIST, "recipients"),
         ConfigField("headers", FieldType.STRING_MAP, "extra headers"),
         ConfigField("name", FieldType.STRING, "a name"),
+        ConfigField("chat", FieldType.STRING_OR_INTEGER, "a chat id"),
     ),
 )
 
@@ -40,6 +41,11 @@ def test_a_declaration_with_two_limits_or_a_field_twice_is_refused() -> None:
     field = ConfigField("a", FieldType.STRING, "")
     with pytest.raises(ValueError, match="twice"):
         KindSpec("x", "", (field, field), "text")
+
+
+def test_an_id_may_be_a_number_or_a_name() -> None:
+    assert check_config(SPEC, {"url": "https://x", "chat": -100123})["chat"] == -100123
+    assert check_config(SPEC, {"url": "https://x", "chat": "@alerts"})["chat"] == "@alerts"
 
 
 def test_a_valid_config_comes_back_as_a_copy_without_null_optionals() -> None:
@@ -65,6 +71,8 @@ def test_a_valid_config_comes_back_as_a_copy_without_null_optionals() -> None:
         ({"url": "https://x", "headers": {"X": 1}}, "config.headers.X", "must be a string"),
         ({"url": "https://x", "name": "  "}, "config.name", "must not be empty"),
         ({"url": "https://x", "name": "a\x00b"}, "config.name", "NUL"),
+        ({"url": "https://x", "chat": 1.5}, "config.chat", "whole number or a string"),
+        ({"url": "https://x", "chat": True}, "config.chat", "whole number or a string"),
     ],
 )
 def test_bad_config_names_the_field(config: object, field: str, words: str) -> None:

@@ -19,7 +19,7 @@ from tidings.core.errors import (
 )
 from tidings.core.model import ChannelSpec, EventInput, Severity
 from tidings.core.states import Mode
-from tidings.core.validate import KNOWN_KINDS, channel_spec, channel_update, event_input
+from tidings.core.validate import channel_spec, channel_update, event_input
 
 
 def invalid_field(build: Any, **kwargs: Any) -> str:
@@ -201,12 +201,6 @@ def test_full_channel_is_normalised() -> None:
     assert type(spec.rate_per_min) is float
     assert type(spec.rate_burst) is int
     assert (spec.timeout_s, spec.max_age_s) == (600.0, 86400.0)
-
-
-def test_known_kinds() -> None:
-    assert len(KNOWN_KINDS) == len(set(KNOWN_KINDS)) == 11
-    for kind in KNOWN_KINDS:
-        assert channel_spec(name=kind, kind=kind).kind == kind
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,8 @@ from typing import ClassVar
 
 import tidings
 from tests.dispatch.helpers import running, settled
-from tidings.channels.base import Adapter, Limits, Message, SendContext, Target
+from tidings.channels.base import Adapter, Message, SendContext, Target
+from tidings.core.kinds import KindSpec
 from tidings.core.model import Channel, Event
 from tidings.core.outcome import Delivered, Outcome
 from tidings.core.states import AttemptStatus, State
@@ -34,8 +35,7 @@ class ManualClock:
 class _Slow(Adapter):
     """Each send "takes" a whole lease: it moves the dispatcher's clock past it."""
 
-    kind: ClassVar[str] = "slow"
-    limits: ClassVar[Limits] = Limits(max_message_size=None)
+    spec: ClassVar[KindSpec] = KindSpec("slow", "Each send takes a whole lease.", (), "text")
     clock: ClassVar[ManualClock]
     sent: ClassVar[list[int]] = []
 

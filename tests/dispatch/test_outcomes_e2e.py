@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
@@ -15,9 +16,10 @@ import tidings
 from tests.dispatch.helpers import eventually, running, settled, webhook
 from tests.sink import Answer, Sink
 from tidings.channels import signing
-from tidings.channels.base import Adapter, Limits, Message, SendContext, Target
+from tidings.channels.base import Adapter, Message, SendContext, Target
 from tidings.channels.registry import Registry, builtin_adapters
 from tidings.core.errors import ConfigError
+from tidings.core.kinds import ConfigField, FieldType, KindSpec
 from tidings.core.model import Channel, Event
 from tidings.core.outcome import Outcome
 from tidings.core.states import AttemptStatus, Failure, State
@@ -150,9 +152,18 @@ async def test_webhook_body_headers_and_signature(hub: tidings.Hub, sink: Sink) 
     assert not signing.verify(secret, got.headers, got.body + b" ", now=timestamp)
 
 
+SECRET = "CANARY-SECRET-7f3a9c-exploding"
+
+
 class _Exploding(Adapter):
-    kind: ClassVar[str] = "exploding"
-    limits: ClassVar[Limits] = Limits(max_message_size=None)
+    """A buggy adapter whose exception quotes the channel's secret."""
+
+    spec: ClassVar[KindSpec] = KindSpec(
+        kind="exploding",
+        description="An adapter with a bug.",
+        fields=(ConfigField("token", FieldType.STRING, "A secret.", secret=True),),
+        flavour="text",
+    )
 
     def render(
         self,
@@ -167,13 +178,13 @@ class _Exploding(Adapter):
         return Message(target=target, payload=b"x", size=1)
 
     async def send(self, ctx: SendContext, channel: Channel, message: Message) -> Outcome:
-        raise RuntimeError("adapter bug: kaboom")
+        raise RuntimeError(f"adapter bug: kaboom with {channel.config.get('token')}")
 
 
 class _Deaf(_Exploding):
     """Ignores its timeout: only the dispatcher's own guard can end its send."""
 
-    kind: ClassVar[str] = "deaf"
+    spec: ClassVar[KindSpec] = KindSpec("deaf", "An adapter that never answers.", (), "text")
 
     async def send(self, ctx: SendContext, channel: Channel, message: Message) -> Outcome:
         await asyncio.sleep(3600)
@@ -197,18 +208,26 @@ async def test_an_adapter_ignoring_its_timeout_is_cut_off_and_retried(
     assert all(400 <= (a.duration_ms or 0) < 3000 for a in log)
 
 
-async def test_unexpected_adapter_exception_is_a_retry_with_the_traceback(
-    hub: tidings.Hub,
+async def test_unexpected_adapter_exception_is_a_scrubbed_retry_its_traceback_logged(
+    hub: tidings.Hub, caplog: pytest.LogCaptureFixture
 ) -> None:
-    await hub.channels.create(name="x", kind="exploding", max_attempts=2, retry_backoff_s=0.05)
-    async with running(hub, extra_adapters=[_Exploding()]):
-        await hub.publish(kind="a.b", subject="s")
-        (row,) = await settled(hub, 1)
+    await hub.channels.create(
+        name="x", kind="exploding", config={"token": SECRET}, max_attempts=2, retry_backoff_s=0.05
+    )
+    with caplog.at_level(logging.WARNING, logger="tidings.channels"):
+        async with running(hub, extra_adapters=[_Exploding()]):
+            await hub.publish(kind="a.b", subject="s")
+            (row,) = await settled(hub, 1)
     assert (row.state, row.failure, row.attempts) == (State.FAILED, Failure.EXHAUSTED, 2)
     log = (await hub.delivery(row.id)).attempts_log
     assert log[0].status is AttemptStatus.RETRYABLE
-    assert log[0].error == "RuntimeError: adapter bug: kaboom"
-    assert "Traceback" in (log[0].provider_response or "")
+    assert log[0].error == "RuntimeError: adapter bug: kaboom with ••••ding"
+    assert log[0].provider_response is None  # no traceback where API readers see it
+    assert SECRET not in (row.last_error or "")
+    logged = [r.getMessage() for r in caplog.records if r.name == "tidings.channels"]
+    assert len(logged) == 2  # once per attempt
+    assert all(m.startswith("channel 'x': unexpected error") for m in logged)
+    assert all("Traceback" in m and SECRET not in m for m in logged)
 
 
 async def test_inbox_channel_stores_the_message(hub: tidings.Hub) -> None:

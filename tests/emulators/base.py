@@ -1,4 +1,6 @@
-"""Run a vendor emulator (an aiohttp app) on 127.0.0.1 in a background thread.
+"""What every vendor emulator shares: an aiohttp app on 127.0.0.1 in a background thread,
+the record of what it received, a script of the next answers, and the rate limits vendors use
+(a sliding window, a token bucket).
 
 Emulators answer the way channels.md says the real service does — codes, rate limits, size
 limits, signing — so adapters are tested against behaviour, not against our own guesses.
@@ -10,10 +12,13 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from aiohttp import web
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -99,3 +104,61 @@ class Emulator:
 
     def __exit__(self, *_exc: object) -> None:
         self.stop()
+
+
+class Script(Generic[T]):
+    """The next answers, in order: tests push from their thread, the emulator pops in its own."""
+
+    def __init__(self) -> None:
+        self._items: deque[T] = deque()
+        self._lock = threading.Lock()
+
+    def push(self, *items: T) -> None:
+        with self._lock:
+            self._items.extend(items)
+
+    def pop(self) -> T | None:
+        with self._lock:
+            return self._items.popleft() if self._items else None
+
+
+class SlidingWindow:
+    """At most `limit` events in any `window_s` seconds."""
+
+    def __init__(self, limit: int, window_s: float) -> None:
+        self.limit = limit
+        self.window_s = window_s
+        self._times: deque[float] = deque()
+
+    def full(self, now: float) -> bool:
+        while self._times and self._times[0] <= now - self.window_s:
+            self._times.popleft()
+        return len(self._times) >= self.limit
+
+    def add(self, now: float) -> None:
+        self._times.append(now)
+
+    def admit(self, now: float) -> bool:
+        """Count one more event unless the window is full; whether it was counted."""
+        if self.full(now):
+            return False
+        self.add(now)
+        return True
+
+
+class TokenBucket:
+    """`burst` tokens, refilled at `rate_per_s`; `take` answers the wait when empty."""
+
+    def __init__(self, rate_per_s: float, burst: int, now: float) -> None:
+        self.rate_per_s = rate_per_s
+        self.burst = burst
+        self.tokens = float(burst)
+        self.last = now
+
+    def take(self, now: float) -> float:
+        self.tokens = min(self.burst, self.tokens + (now - self.last) * self.rate_per_s)
+        self.last = now
+        if self.tokens >= 1:
+            self.tokens -= 1
+            return 0.0
+        return (1 - self.tokens) / self.rate_per_s

@@ -21,14 +21,13 @@ import hmac
 import json
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
 
-from tests.emulators.base import Emulator
+from tests.emulators.base import Emulator, Script, SlidingWindow
 
 PATH = "/robot/send"
 DEFAULT_TOKEN = "robot-token-0001"
@@ -95,8 +94,8 @@ class DingtalkEmulator(Emulator):
         self.clock = clock
         self.answers: list[int] = []
         self.accepted: list[dict[str, Any]] = []
-        self._script: deque[Scripted] = deque()
-        self._sent: dict[str, deque[float]] = {}
+        self._script: Script[Scripted] = Script()
+        self._windows: dict[str, SlidingWindow] = {}
         self._blocked_until: dict[str, float] = {}
         self._state = threading.Lock()
 
@@ -107,15 +106,15 @@ class DingtalkEmulator(Emulator):
 
     def fail_next(self, code: int, errmsg: str | None = None, *, status: int = 200) -> None:
         with self._state:
-            self._script.append(Scripted(code=code, errmsg=errmsg, status=status))
+            self._script.push(Scripted(code=code, errmsg=errmsg, status=status))
 
     def answer_next(self, status: int, raw: str) -> None:
         with self._state:
-            self._script.append(Scripted(status=status, raw=raw))
+            self._script.push(Scripted(status=status, raw=raw))
 
     def hang_next(self, seconds: float) -> None:
         with self._state:
-            self._script.append(Scripted(hang_s=seconds))
+            self._script.push(Scripted(hang_s=seconds))
 
     def codes(self) -> list[int]:
         with self._state:
@@ -129,7 +128,7 @@ class DingtalkEmulator(Emulator):
     async def _send(self, request: web.Request) -> web.Response:
         body = await self.record(request)
         with self._state:
-            scripted = self._script.popleft() if self._script else None
+            scripted = self._script.pop()
         if scripted is not None:
             await asyncio.sleep(scripted.hang_s)
             if scripted.raw is not None:
@@ -156,13 +155,10 @@ class DingtalkEmulator(Emulator):
         code, detail, message = _validate(body)
         if code != 0:
             return code, detail
-        sent = self._sent.setdefault(token, deque())
-        while sent and sent[0] <= now - self.window_s:
-            sent.popleft()
-        if len(sent) >= self.limit:
+        window = self._windows.setdefault(token, SlidingWindow(self.limit, self.window_s))
+        if not window.admit(now):
             self._blocked_until[token] = now + self.block_s
             return 130101, None
-        sent.append(now)
         assert message is not None
         self.accepted.append(message)
         return 0, None

@@ -21,14 +21,13 @@ import json
 import math
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
 
-from tests.emulators.base import Emulator
+from tests.emulators.base import Emulator, Script
 
 PATH = "/api/webhooks/{webhook_id}/{token}"
 DEFAULT_ID = "1100000000000000001"
@@ -114,7 +113,7 @@ class DiscordEmulator(Emulator):
         self.webhooks: dict[str, str] = {}  # id → token
         self.messages: list[dict[str, Any]] = []  # every message the webhook created
         self.answers: list[tuple[int, int | None]] = []  # (status, JSON code) per answer
-        self._script: deque[Scripted] = deque()
+        self._script: Script[Scripted] = Script()
         self._buckets: dict[str, Bucket] = {}
         self._ids = itertools.count(1200000000000000001)
         self._state = threading.RLock()
@@ -135,7 +134,7 @@ class DiscordEmulator(Emulator):
         self, code: int, *, status: int | None = None, errors: Mapping[str, Any] | None = None
     ) -> None:
         with self._state:
-            self._script.append(Scripted(status=status, code=code, errors=errors))
+            self._script.push(Scripted(status=status, code=code, errors=errors))
 
     def rate_limit_next(
         self, retry_after: float, *, global_: bool = False, header: bool = True, body: bool = True
@@ -154,20 +153,20 @@ class DiscordEmulator(Emulator):
             raw=None if body else "",
         )
         with self._state:
-            self._script.append(scripted)
+            self._script.push(scripted)
 
     def answer_next(self, status: int, raw: str, headers: Mapping[str, str] | None = None) -> None:
         with self._state:
-            self._script.append(Scripted(status=status, raw=raw, headers=dict(headers or {})))
+            self._script.push(Scripted(status=status, raw=raw, headers=dict(headers or {})))
 
     def hang_next(self, seconds: float) -> None:
         with self._state:
-            self._script.append(Scripted(hang_s=seconds))
+            self._script.push(Scripted(hang_s=seconds))
 
     def echo_next(self, status: int = 500) -> None:
         """An answer quoting the request's URL (a misbehaving proxy): tests secret scrubbing."""
         with self._state:
-            self._script.append(Scripted(status=status, echo=True))
+            self._script.push(Scripted(status=status, echo=True))
 
     def contents(self) -> list[str]:
         with self._state:
@@ -181,7 +180,7 @@ class DiscordEmulator(Emulator):
     async def _execute(self, request: web.Request) -> web.Response:
         body = await self.record(request)
         with self._state:
-            scripted = self._script.popleft() if self._script else None
+            scripted = self._script.pop()
         if scripted is not None:
             await asyncio.sleep(scripted.hang_s)
             answer = self._scripted(scripted, request)

@@ -22,14 +22,13 @@ import hmac
 import json
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
 
-from tests.emulators.base import Emulator
+from tests.emulators.base import Emulator, Script, SlidingWindow
 
 PREFIX = "/open-apis/bot/v2/hook/"
 DEFAULT_TOKEN = "bot-token-0001"
@@ -90,8 +89,8 @@ class FeishuEmulator(Emulator):
         self.clock = clock
         self.answers: list[int] = []
         self.accepted: list[dict[str, Any]] = []
-        self._script: deque[Scripted] = deque()
-        self._sent: dict[str, deque[float]] = {}
+        self._script: Script[Scripted] = Script()
+        self._windows: dict[str, tuple[SlidingWindow, ...]] = {}
         self._state = threading.Lock()
 
     # -- what tests use ------------------------------------------------------------------
@@ -101,15 +100,15 @@ class FeishuEmulator(Emulator):
 
     def fail_next(self, code: int, msg: str | None = None, *, status: int = 200) -> None:
         with self._state:
-            self._script.append(Scripted(code=code, msg=msg, status=status))
+            self._script.push(Scripted(code=code, msg=msg, status=status))
 
     def answer_next(self, status: int, raw: str) -> None:
         with self._state:
-            self._script.append(Scripted(status=status, raw=raw))
+            self._script.push(Scripted(status=status, raw=raw))
 
     def hang_next(self, seconds: float) -> None:
         with self._state:
-            self._script.append(Scripted(hang_s=seconds))
+            self._script.push(Scripted(hang_s=seconds))
 
     def codes(self) -> list[int]:
         with self._state:
@@ -123,7 +122,7 @@ class FeishuEmulator(Emulator):
     async def _send(self, request: web.Request) -> web.Response:
         body = await self.record(request)
         with self._state:
-            scripted = self._script.popleft() if self._script else None
+            scripted = self._script.pop()
         if scripted is not None:
             await asyncio.sleep(scripted.hang_s)
             if scripted.raw is not None:
@@ -159,13 +158,13 @@ class FeishuEmulator(Emulator):
             scanned = "\n".join(_text_values(message))
             if not any(word in scanned for word in bot.keywords):
                 return 19024, None
-        sent = self._sent.setdefault(token, deque())
-        for limit, window_s in self.windows:
-            if sum(1 for t in sent if t > now - window_s) >= limit:
-                return 11232, None
-        sent.append(now)
-        while sent and sent[0] <= now - 60.0:
-            sent.popleft()
+        windows = self._windows.setdefault(
+            token, tuple(SlidingWindow(limit, window_s) for limit, window_s in self.windows)
+        )
+        if any(window.full(now) for window in windows):
+            return 11232, None
+        for window in windows:
+            window.add(now)
         self.accepted.append(message)
         return 0, None
 

@@ -21,14 +21,13 @@ import json
 import math
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
 
-from tests.emulators.base import Emulator
+from tests.emulators.base import Emulator, Script, TokenBucket
 
 PATH = "/services/{team}/{bot}/{token}"
 DEFAULT_TOKEN = "hooktoken0000000000000001"
@@ -74,24 +73,6 @@ class Scripted:
     echo: bool = False
 
 
-class TokenBucket:
-    """`burst` tokens, refilled at `rate_per_s`; `take` answers the wait when empty."""
-
-    def __init__(self, rate_per_s: float, burst: int, now: float) -> None:
-        self.rate_per_s = rate_per_s
-        self.burst = burst
-        self.tokens = float(burst)
-        self.last = now
-
-    def take(self, now: float) -> float:
-        self.tokens = min(self.burst, self.tokens + (now - self.last) * self.rate_per_s)
-        self.last = now
-        if self.tokens >= 1:
-            self.tokens -= 1
-            return 0.0
-        return (1 - self.tokens) / self.rate_per_s
-
-
 class SlackEmulator(Emulator):
     def __init__(
         self,
@@ -113,7 +94,7 @@ class SlackEmulator(Emulator):
         self.hooks: dict[str, str] = {}  # path → ACTIVE or the error code it answers
         self.posted: list[dict[str, Any]] = []  # every message the webhook accepted
         self.answers: list[tuple[int, str]] = []  # (status, body) of every answer
-        self._script: deque[Scripted] = deque()
+        self._script: Script[Scripted] = Script()
         self._buckets: dict[str, TokenBucket] = {}
         self._state = threading.RLock()
 
@@ -140,20 +121,20 @@ class SlackEmulator(Emulator):
 
     def fail_next(self, code: str, *, status: int | None = None, times: int = 1) -> None:
         with self._state:
-            self._script.extend([Scripted(code=code, status=status)] * times)
+            self._script.push(*[Scripted(code=code, status=status)] * times)
 
     def answer_next(self, status: int, raw: str, headers: Mapping[str, str] | None = None) -> None:
         with self._state:
-            self._script.append(Scripted(status=status, raw=raw, headers=dict(headers or {})))
+            self._script.push(Scripted(status=status, raw=raw, headers=dict(headers or {})))
 
     def hang_next(self, seconds: float) -> None:
         with self._state:
-            self._script.append(Scripted(hang_s=seconds))
+            self._script.push(Scripted(hang_s=seconds))
 
     def echo_next(self, status: int = 500) -> None:
         """An answer quoting the request's URL (a misbehaving proxy): tests secret scrubbing."""
         with self._state:
-            self._script.append(Scripted(status=status, echo=True))
+            self._script.push(Scripted(status=status, echo=True))
 
     def texts(self) -> list[str]:
         """The section text of every accepted message, in order."""
@@ -168,7 +149,7 @@ class SlackEmulator(Emulator):
     async def _post(self, request: web.Request) -> web.Response:
         body = await self.record(request)
         with self._state:
-            scripted = self._script.popleft() if self._script else None
+            scripted = self._script.pop()
         if scripted is not None:
             await asyncio.sleep(scripted.hang_s)
             if scripted.echo:

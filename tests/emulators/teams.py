@@ -21,14 +21,13 @@ import asyncio
 import json
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
 
-from tests.emulators.base import Emulator
+from tests.emulators.base import Emulator, Script, SlidingWindow
 
 FLOW_PATH = "/workflows/{flow}/triggers/manual/paths/invoke"
 CONNECTOR_PATH = "/webhookb2/{hook}/IncomingWebhook/{connector}/{token}"
@@ -74,23 +73,6 @@ class Run:
     error: str = ""
 
 
-class SlidingWindow:
-    """At most `limit` requests in any `window_s` seconds."""
-
-    def __init__(self, limit: int, window_s: float) -> None:
-        self.limit = limit
-        self.window_s = window_s
-        self._times: deque[float] = deque()
-
-    def admit(self, now: float) -> bool:
-        while self._times and self._times[0] <= now - self.window_s:
-            self._times.popleft()
-        if len(self._times) >= self.limit:
-            return False
-        self._times.append(now)
-        return True
-
-
 class TeamsEmulator(Emulator):
     def __init__(
         self,
@@ -111,7 +93,7 @@ class TeamsEmulator(Emulator):
         self.connectors: set[str] = set()  # paths of live connector webhooks
         self.runs: list[Run] = []
         self.answers: list[tuple[int, str]] = []  # (status, body) of every answer
-        self._script: deque[Scripted] = deque()
+        self._script: Script[Scripted] = Script()
         self._windows: dict[str, SlidingWindow] = {}
         self._state = threading.RLock()
 
@@ -138,26 +120,26 @@ class TeamsEmulator(Emulator):
         self, status: int, raw: str = "", headers: Mapping[str, str] | None = None
     ) -> None:
         with self._state:
-            self._script.append(Scripted(status=status, raw=raw, headers=dict(headers or {})))
+            self._script.push(Scripted(status=status, raw=raw, headers=dict(headers or {})))
 
     def hang_next(self, seconds: float) -> None:
         with self._state:
-            self._script.append(Scripted(hang_s=seconds))
+            self._script.push(Scripted(hang_s=seconds))
 
     def echo_next(self, status: int = 500) -> None:
         """An answer quoting the request's URL (a misbehaving proxy): tests secret scrubbing."""
         with self._state:
-            self._script.append(Scripted(status=status, echo=True))
+            self._script.push(Scripted(status=status, echo=True))
 
     def fail_flow_next(self) -> None:
         """Accept the next request with 202, then fail its run silently."""
         with self._state:
-            self._script.append(Scripted(flow_fails=True))
+            self._script.push(Scripted(flow_fails=True))
 
     def connector_fail_next(self, status: int) -> None:
         """The connector's next answer: 200 with Teams' `status` wrapped in error text."""
         with self._state:
-            self._script.append(Scripted(connector_status=status))
+            self._script.push(Scripted(connector_status=status))
 
     def texts(self) -> list[str]:
         """The TextBlock text of every card a run posted, in order."""
@@ -172,7 +154,7 @@ class TeamsEmulator(Emulator):
 
     async def _scripted(self, request: web.Request) -> tuple[Scripted | None, web.Response | None]:
         with self._state:
-            scripted = self._script.popleft() if self._script else None
+            scripted = self._script.pop()
         if scripted is None:
             return None, None
         await asyncio.sleep(scripted.hang_s)

@@ -23,7 +23,7 @@ from typing import Any
 
 from aiohttp import web
 
-from tests.emulators.base import Emulator
+from tests.emulators.base import Emulator, Script
 
 RESERVED = frozenset("_*[]()~`>#+-=|{}.!")
 _MARKERS = {"||": "Spoiler", "__": "Underline", "*": "Bold", "_": "Italic", "~": "Strikethrough"}
@@ -173,7 +173,7 @@ class TelegramEmulator(Emulator):
         self.group_per_min = group_per_min
         self.max_text = max_text
         self.count_unit = count_unit
-        self._script: deque[Scripted] = deque()
+        self._script: Script[Scripted] = Script()
         self._buckets: dict[str, tuple[float, float]] = {}
         self._group_sends: dict[str, deque[float]] = {}
         self._state = threading.Lock()
@@ -212,11 +212,11 @@ class TelegramEmulator(Emulator):
             if parameters:
                 body["parameters"] = parameters
         with self._state:
-            self._script.append(Scripted(status, body, dict(headers or {})))
+            self._script.push(Scripted(status, body, dict(headers or {})))
 
     def hang_next(self, seconds: float) -> None:
         with self._state:
-            self._script.append(Scripted(200, {"ok": True, "result": {}}, hang_s=seconds))
+            self._script.push(Scripted(200, {"ok": True, "result": {}}, hang_s=seconds))
 
     def messages(self) -> list[Sent]:
         with self._state:
@@ -233,7 +233,7 @@ class TelegramEmulator(Emulator):
     async def handle(self, request: web.Request) -> web.StreamResponse:
         body = await self.record(request)
         with self._state:
-            scripted = self._script.popleft() if self._script else None
+            scripted = self._script.pop()
         if scripted is not None:
             await asyncio.sleep(scripted.hang_s)
             if isinstance(scripted.body, str):

@@ -15,14 +15,13 @@ import asyncio
 import json
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
 
-from tests.emulators.base import Emulator
+from tests.emulators.base import Emulator, Script, SlidingWindow
 
 PATH = "/cgi-bin/webhook/send"
 DEFAULT_KEY = "robot-key-0001"
@@ -54,23 +53,6 @@ class Scripted:
     hang_s: float = 0.0
 
 
-class SlidingWindow:
-    """At most `limit` events in any `window_s` seconds."""
-
-    def __init__(self, limit: int, window_s: float) -> None:
-        self.limit = limit
-        self.window_s = window_s
-        self._times: deque[float] = deque()
-
-    def full(self, now: float) -> bool:
-        while self._times and self._times[0] <= now - self.window_s:
-            self._times.popleft()
-        return len(self._times) >= self.limit
-
-    def add(self, now: float) -> None:
-        self._times.append(now)
-
-
 class WecomEmulator(Emulator):
     def __init__(
         self,
@@ -96,7 +78,7 @@ class WecomEmulator(Emulator):
         self.clock = clock
         self.answers: list[int] = []  # the errcode of every answer, in order
         self.accepted: list[dict[str, Any]] = []  # every message the robot posted
-        self._script: deque[Scripted] = deque()
+        self._script: Script[Scripted] = Script()
         self._windows: dict[str, SlidingWindow] = {}
         self._state = threading.Lock()
 
@@ -107,15 +89,15 @@ class WecomEmulator(Emulator):
 
     def fail_next(self, code: int, errmsg: str | None = None, *, times: int = 1) -> None:
         with self._state:
-            self._script.extend([Scripted(code=code, errmsg=errmsg)] * times)
+            self._script.push(*[Scripted(code=code, errmsg=errmsg)] * times)
 
     def answer_next(self, status: int, raw: str) -> None:
         with self._state:
-            self._script.append(Scripted(status=status, raw=raw))
+            self._script.push(Scripted(status=status, raw=raw))
 
     def hang_next(self, seconds: float) -> None:
         with self._state:
-            self._script.append(Scripted(hang_s=seconds))
+            self._script.push(Scripted(hang_s=seconds))
 
     def codes(self) -> list[int]:
         with self._state:
@@ -134,7 +116,7 @@ class WecomEmulator(Emulator):
     async def _send(self, request: web.Request) -> web.Response:
         body = await self.record(request)
         with self._state:
-            scripted = self._script.popleft() if self._script else None
+            scripted = self._script.pop()
         if scripted is not None:
             await asyncio.sleep(scripted.hang_s)
             if scripted.raw is not None:

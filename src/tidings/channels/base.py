@@ -1,36 +1,31 @@
-"""What every channel adapter is: declared limits, rendering to a sized message, and `send`.
+"""What every channel adapter is: a kind declared once as data (`spec`), rendering to a sized
+message, and `send`.
 
 An adapter never returns a bool and never lets an exception escape on purpose: `send` answers
 with a `tidings.core.outcome` value. The dispatcher guarantees that a message handed to
 `send` already fits the adapter's limit (it segments digests and shortens single events).
+Imports tidings.channels (http, failure) and tidings.core.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
+from tidings.channels.failure import outcome_for_exception, scrub_secrets, unexpected_failure
 from tidings.channels.http import HttpClient
+from tidings.core import kinds
+from tidings.core.kinds import KindSpec
 from tidings.core.model import Channel, Event
 from tidings.core.outcome import Outcome
+from tidings.core.redact import MIN_SECRET_CHARS, ordered, secret_strings
 
-
-@dataclass(frozen=True, slots=True)
-class Limits:
-    """A kind's declared limits, with units in the names."""
-
-    #: The most a message may measure, in `size_unit` (None: no limit).
-    max_message_size: int | None
-    #: "bytes" (UTF-8) or "chars" (code points): what `Message.size` counts.
-    size_unit: str = "bytes"
-    #: The kind's default `rate_per_min` for new channels (0: unlimited).
-    default_rate_per_min: float = 0.0
-    #: The markup the kind renders: "json", "markdown", "text", …
-    flavour: str = "text"
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +54,7 @@ class Message:
 
     target: Target
     payload: bytes
-    #: Measured in the adapter's `size_unit`, compared with its limit.
+    #: Measured in the unit of the kind's declared limit (`spec.limit`), compared with it.
     size: int
     content_type: str = "application/json"
     title: str = ""
@@ -95,22 +90,83 @@ class SendContext:
     attempt_at: datetime
 
 
+class _FromSpec(Generic[T]):
+    """A read of the adapter class's `spec`, on the class and on its instances alike."""
+
+    def __init__(self, read: Callable[[KindSpec], T]) -> None:
+        self._read = read
+
+    def __get__(self, instance: object, owner: type[Adapter]) -> T:
+        return self._read(owner.spec)
+
+
 class Adapter(ABC):
-    kind: ClassVar[str]
-    limits: ClassVar[Limits]
+    #: The kind, declared once: config fields, size limit (its unit in its name), flavour,
+    #: default rate. API, UI, CLI and config validation are generated from it.
+    spec: ClassVar[KindSpec]
+    kind = _FromSpec(lambda spec: spec.kind)
     #: Config keys holding secrets: never shown in reads, logs or errors.
-    secret_fields: ClassVar[tuple[str, ...]] = ()
+    secret_fields = _FromSpec(lambda spec: spec.secret_fields)
     #: True when a send is a single `HttpClient.post`, whose total timeout already bounds
     #: it: the dispatcher then sets no timer of its own (one per send costs ~5 µs).
     bounded_by_http_timeout: ClassVar[bool] = False
 
+    # -- configuration --------------------------------------------------------------------
+
     def validate_config(self, config: dict[str, Any]) -> dict[str, Any]:
-        """Check a channel's config when it is saved; raise ValidationError naming the key."""
-        return dict(config)
+        """Check a channel's config when it is saved: first against the declaration (unknown
+        keys, missing fields, wrong types), then the kind's own rules. Raises
+        ValidationError naming `config.<field>`; returns the config as it is stored."""
+        return self.check_config(kinds.check_config(self.spec, config))
+
+    def check_config(self, config: dict[str, Any]) -> dict[str, Any]:
+        """The kind's own rules on a config already of the declared shape (a key in a URL,
+        a secret's format) and its normalisations; the default has none."""
+        return config
 
     def size_limit(self, channel: Channel) -> int | None:
-        """The limit for this channel (some kinds let the config lower or raise it)."""
-        return self.limits.max_message_size
+        """The limit for this channel, in the declared unit (some kinds let the config lower
+        or raise it)."""
+        return self._declared_limit
+
+    @functools.cached_property
+    def _declared_limit(self) -> int | None:
+        # Read on every render and send: the spec's limit is looked up once.
+        limit = self.spec.limit
+        return None if limit is None else limit.amount
+
+    # -- secrets and failures --------------------------------------------------------------
+
+    def secrets_of(self, channel: Channel) -> list[str]:
+        """Every string of this channel's config that must never reach a text: the declared
+        secret fields, and the key-carrying parts of keyed URLs. Longest first."""
+        found: set[str] = set()
+        for name in self.spec.secret_fields:
+            found |= secret_strings(channel.config.get(name))
+        return ordered(found)
+
+    def scrubbed(self, outcome: Outcome, channel: Channel) -> Outcome:
+        """`outcome` with every secret of the channel masked in its error and provider
+        response. Most answers are too short to hold one: those skip the lookup."""
+        texts = (getattr(outcome, "error", None), outcome.provider_response)
+        if all(text is None or len(text) < MIN_SECRET_CHARS for text in texts):
+            return outcome
+        return scrub_secrets(outcome, self.secrets_of(channel))
+
+    def translate(self, error: Exception, channel: Channel) -> Outcome | None:
+        """The outcome of an exception raised while sending, when it is a known failure of
+        the send (timeouts, refused connections, blocked addresses); None otherwise."""
+        return outcome_for_exception(error)
+
+    def failure(self, error: Exception, channel: Channel) -> Outcome:
+        """The adapter's catch-all: a known failure as its outcome, anything else as a retry
+        whose scrubbed traceback goes to the log, never to the attempt row."""
+        known = self.translate(error, channel)
+        if known is not None:
+            return known
+        return unexpected_failure(error, channel=channel.name, secrets=self.secrets_of(channel))
+
+    # -- rendering and sending --------------------------------------------------------------
 
     @abstractmethod
     def render(

@@ -2,45 +2,51 @@
 flavour, measured in the kind's unit, wrapped in the vendor's JSON, POSTed to a keyed URL,
 and classified — HTTP status first, then the vendor's own code in a 200 answer.
 
-A kind module adds only its deltas: `payload()` (the vendor JSON), `classify_ok()` (vendor
-codes), and, where the vendor signs requests, `url()` or `headers()`.
+A kind module adds only its deltas: its `spec` (config fields, limit, flavour, rate), its own
+config rules (`check_config()`), `payload()` (the vendor JSON), `classify_ok()` (vendor
+codes), and, where the vendor signs requests, `url()` or `headers()`. Imports
+tidings.channels (base, http), tidings.core and tidings.render.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import functools
 import json
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, ClassVar
-from urllib.parse import urlsplit
 
 from tidings.channels.base import Adapter, Message, SendContext, Target
-from tidings.channels.http import HttpResponse, classify, outcome_for_exception
-from tidings.core.errors import ValidationError
+from tidings.channels.http import HttpResponse, classify
+from tidings.core.kinds import ConfigField, FieldType, SizeUnit
 from tidings.core.model import Channel, Event
 from tidings.core.outcome import Delivered, Outcome
 from tidings.core.text import truncate_chars, truncate_utf8
-from tidings.redact import mask
 from tidings.render import Flavour, RenderError, default_renderer
 
 
+def webhook_url_field(description: str) -> ConfigField:
+    """The keyed webhook URL most robots are addressed by: required, and a secret (whoever
+    has it can post to the group)."""
+    return ConfigField(
+        "webhook_url", FieldType.URL, description, required=True, secret=True, label="Webhook URL"
+    )
+
+
 class ChatAdapter(Adapter):
-    flavour: ClassVar[Flavour]
-    #: The keyed webhook URL is the credential for most robots: never shown, never logged.
-    secret_fields: ClassVar[tuple[str, ...]] = ("webhook_url",)
     url_field: ClassVar[str] = "webhook_url"
     bounded_by_http_timeout: ClassVar[bool] = True
 
-    # -- configuration --------------------------------------------------------------------
+    @functools.cached_property
+    def flavour(self) -> Flavour:
+        return Flavour(self.spec.flavour)
 
-    def validate_config(self, config: dict[str, Any]) -> dict[str, Any]:
-        url = config.get(self.url_field)
-        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-            raise ValidationError(
-                f"config.{self.url_field}", "an http:// or https:// URL is required"
-            )
-        return dict(config)
+    @functools.cached_property
+    def unit(self) -> SizeUnit:
+        """What this kind's limit counts (a chat kind always declares one)."""
+        limit = self.spec.limit
+        assert limit is not None, f"kind {self.spec.kind!r} declares no size limit"
+        return limit.unit
 
     # -- rendering ------------------------------------------------------------------------
 
@@ -56,11 +62,17 @@ class ChatAdapter(Adapter):
         return title, renderer.digest(self.flavour, channel, events, part=part, parts=parts)
 
     def measure(self, text: str) -> int:
-        return len(text.encode()) if self.limits.size_unit == "bytes" else len(text)
+        """The rendered text in the declared unit (kinds measured on the body override
+        `render` instead)."""
+        if self.unit is SizeUnit.TEXT_BYTES:
+            return len(text.encode())
+        if self.unit is SizeUnit.UTF16_UNITS:
+            return len(text.encode("utf-16-le")) // 2
+        return len(text)
 
     def shorten(self, text: str, limit: int) -> str:
         """Keep the start (the templates lead with the title) and mark the cut."""
-        if self.limits.size_unit == "bytes":
+        if self.unit is SizeUnit.TEXT_BYTES:
             return truncate_utf8(text, limit)
         return truncate_chars(text, limit)
 
@@ -117,25 +129,10 @@ class ChatAdapter(Adapter):
                 timeout_s=channel.timeout_s,
             )
         except Exception as error:  # translated at the boundary into an outcome
-            outcome = outcome_for_exception(error)
+            outcome = self.failure(error, channel)
         else:
             outcome = self.classify_response(response, now)
-        return scrub_secrets(outcome, self.secrets_of(channel))
-
-    def secrets_of(self, channel: Channel) -> list[str]:
-        """Every secret string, and the parts of keyed URLs that carry the key: the query,
-        the path, and the path's last segment (Slack's and Discord's token) on its own."""
-        found: set[str] = set()
-        for name in self.secret_fields:
-            value = channel.config.get(name)
-            if not isinstance(value, str) or not value:
-                continue
-            found.add(value)
-            if value.startswith(("http://", "https://")):
-                parts = urlsplit(value)
-                last = parts.path.rstrip("/").rpartition("/")[2]
-                found.update(p for p in (parts.query, parts.path, last) if len(p) > 8)
-        return sorted(found, key=len, reverse=True)
+        return self.scrubbed(outcome, channel)
 
 
 def fit_body(encode: Callable[[str], bytes], text: str, limit: int | None) -> tuple[str, bytes]:
@@ -158,18 +155,4 @@ def fit_body(encode: Callable[[str], bytes], text: str, limit: int | None) -> tu
     return text, encode(text)
 
 
-def scrub_secrets(outcome: Outcome, secrets: Sequence[str]) -> Outcome:
-    """No secret reaches an error, an attempt row or a log: replace each with its mask."""
-    changes: dict[str, Any] = {}
-    for field in ("error", "provider_response"):
-        text = getattr(outcome, field, None)
-        if isinstance(text, str):
-            cleaned = text
-            for secret in secrets:
-                cleaned = cleaned.replace(secret, mask(secret))
-            if cleaned != text:
-                changes[field] = cleaned
-    return dataclasses.replace(outcome, **changes) if changes else outcome
-
-
-__all__ = ["ChatAdapter", "RenderError", "fit_body", "scrub_secrets"]
+__all__ = ["ChatAdapter", "RenderError", "fit_body", "webhook_url_field"]

@@ -18,13 +18,14 @@ from datetime import datetime
 from typing import Any, ClassVar, Final
 from urllib.parse import parse_qs, quote, urlsplit
 
-from tidings.channels.base import Limits, Message, SendContext, Target
-from tidings.channels.chat import ChatAdapter, fit_body
-from tidings.channels.http import MAX_ERROR_CHARS, HttpResponse, StatusRule
+from tidings.channels.base import Message, SendContext, Target
+from tidings.channels.chat import ChatAdapter, fit_body, webhook_url_field
+from tidings.channels.http import MAX_ERROR_CHARS, HttpResponse
+from tidings.channels.verdict import StatusRule, Verdict, outcome_for
 from tidings.core.errors import ValidationError
+from tidings.core.kinds import ConfigField, FieldType, KindSpec
 from tidings.core.model import Channel, Event
-from tidings.core.outcome import Delivered, Outcome, RateLimited, Reason, Reject, Retry
-from tidings.core.states import AttemptStatus
+from tidings.core.outcome import Delivered, Outcome, Reason, Reject, Retry
 from tidings.core.text import truncate_chars
 from tidings.render import Flavour
 
@@ -38,9 +39,9 @@ DEFAULT_RATE_PER_MIN: Final = 15.0
 #: title is cut here rather than eating the body's budget.
 MAX_TITLE_CHARS: Final = 128
 
-_RETRY = AttemptStatus.RETRYABLE
-_LIMITED = AttemptStatus.RATE_LIMITED
-_PERMANENT = AttemptStatus.PERMANENT
+_RETRY = Verdict.RETRY
+_LIMITED = Verdict.RATE_LIMITED
+_PERMANENT = Verdict.REJECT
 
 #: errcode → classification (channels.md §2). A token that does not exist (300001, and 300005
 #: for an external group) means the robot is gone: the channel is disabled like on HTTP 410.
@@ -65,6 +66,7 @@ RETRY_AFTER_S: Final[Mapping[int, float]] = {130101: 600.0}
 #: attempt signs afresh, so this is retried (a clock may get corrected) and fails after
 #: max_attempts if it persists — channels.md lists it under "retry later".
 EXPIRED_SIGNATURE: Final = re.compile(r"invalid timestamp|签名过期", re.IGNORECASE)
+EXPIRED_RULE: Final = StatusRule(_RETRY, Reason.AUTH)
 CLOCK_HINT: Final = " (signed afresh on retry; is this host's clock right?)"
 UNSIGNED_HINT: Final = " (the robot requires signing: set config.secret)"
 
@@ -77,28 +79,35 @@ def sign(secret: str, timestamp_ms: int) -> str:
 
 
 class DingtalkAdapter(ChatAdapter):
-    kind: ClassVar[str] = "dingtalk"
-    flavour: ClassVar[Flavour] = Flavour.DINGTALK_MARKDOWN
-    limits: ClassVar[Limits] = Limits(
-        max_message_size=MAX_BODY_BYTES,
-        size_unit="bytes",
-        default_rate_per_min=DEFAULT_RATE_PER_MIN,
+    spec: ClassVar[KindSpec] = KindSpec(
+        kind="dingtalk",
+        description="A DingTalk (钉钉) custom robot, sent markdown messages.",
+        fields=(
+            webhook_url_field(
+                "The robot's full webhook URL with its token "
+                "(https://oapi.dingtalk.com/robot/send?access_token=…)."
+            ),
+            ConfigField(
+                "secret",
+                FieldType.STRING,
+                "The robot's signing secret (SEC…), when its security setting is 加签 (signing).",
+                secret=True,
+                label="Signing secret",
+            ),
+        ),
         flavour=Flavour.DINGTALK_MARKDOWN.value,
+        default_rate_per_min=DEFAULT_RATE_PER_MIN,
+        max_body_bytes=MAX_BODY_BYTES,
     )
-    secret_fields: ClassVar[tuple[str, ...]] = ("webhook_url", "secret")
 
-    def validate_config(self, config: dict[str, Any]) -> dict[str, Any]:
-        checked = super().validate_config(config)
-        query = parse_qs(urlsplit(checked["webhook_url"]).query)
+    def check_config(self, config: dict[str, Any]) -> dict[str, Any]:
+        query = parse_qs(urlsplit(config["webhook_url"]).query)
         if not any(query.get("access_token", [])):
             raise ValidationError(
                 "config.webhook_url",
                 "must carry the robot's access_token as ?access_token=… (copy the full URL)",
             )
-        secret = checked.get("secret")
-        if secret is not None and (not isinstance(secret, str) or not secret.strip()):
-            raise ValidationError("config.secret", "must be the robot's signing secret (SEC…)")
-        return checked
+        return config
 
     # -- rendering: the whole body is measured ----------------------------------------------
 
@@ -172,14 +181,9 @@ def classify_errcode(body: str) -> Outcome:
     errmsg = str(answer.get("errmsg", ""))
     error = truncate_chars(f"errcode {code}: {errmsg}", MAX_ERROR_CHARS)
     if code == 310000 and EXPIRED_SIGNATURE.search(errmsg):
-        return Retry(Reason.AUTH, error + CLOCK_HINT, None, body)
+        return outcome_for(EXPIRED_RULE, error + CLOCK_HINT, provider_response=body)
     rule = CODES.get(code, UNKNOWN_CODE)
-    hint = RETRY_AFTER_S.get(code)
-    if rule.kind is _LIMITED:
-        return RateLimited(error, retry_after_s=hint, provider_response=body)
-    if rule.kind is _PERMANENT:
-        return Reject(rule.reason, error, body, disable_channel=rule.disable_channel)
-    return Retry(rule.reason, error, retry_after_s=hint, provider_response=body)
+    return outcome_for(rule, error, provider_response=body, retry_after_s=RETRY_AFTER_S.get(code))
 
 
 __all__ = ["CODES", "MAX_BODY_BYTES", "DingtalkAdapter", "classify_errcode", "sign"]

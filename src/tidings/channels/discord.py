@@ -17,21 +17,14 @@ from datetime import datetime
 from typing import Any, ClassVar, Final
 from urllib.parse import urlsplit, urlunsplit
 
-from tidings.channels.base import Limits
-from tidings.channels.chat import ChatAdapter
-from tidings.channels.http import (
-    MAX_ERROR_CHARS,
-    HttpResponse,
-    StatusRule,
-    classify,
-    header,
-    rule_for,
-)
+from tidings.channels.chat import ChatAdapter, webhook_url_field
+from tidings.channels.http import MAX_ERROR_CHARS, HttpResponse, classify_by, header, rule_for
+from tidings.channels.verdict import StatusRule, Verdict, outcome_for
 from tidings.core.errors import ValidationError
+from tidings.core.kinds import KindSpec
 from tidings.core.model import Channel
-from tidings.core.outcome import Delivered, Outcome, RateLimited, Reason, Reject, Retry
+from tidings.core.outcome import Delivered, Outcome, Reason
 from tidings.core.retry import parse_retry_after
-from tidings.core.states import AttemptStatus
 from tidings.core.text import truncate_chars
 from tidings.render import Flavour
 
@@ -41,13 +34,12 @@ MAX_CONTENT_CHARS: Final = 2000
 #: Observed: 5 requests per 2 s per webhook and 30 per minute per channel [DC-6] (current
 #: values UNCONFIRMED; Discord says to read the headers). 25 a minute stays under both.
 DEFAULT_RATE_PER_MIN: Final = 25.0
-CONFIG_KEYS: Final = frozenset({"webhook_url"})
 #: …/webhooks/{webhook.id}/{webhook.token}, optionally after /api or /api/v{n}.
 WEBHOOK_PATH: Final = re.compile(r"/webhooks/\d+/[^/]+/?")
 #: Empty `parse`: no @everyone/@here, role or user mention in the text ever pings.
 NO_MENTIONS: Final[Mapping[str, list[str]]] = {"parse": []}
 
-_PERMANENT = AttemptStatus.PERMANENT
+_PERMANENT = Verdict.REJECT
 
 #: JSON `code` → classification, whatever the HTTP status with it (channels.md §6, [DC-4]).
 #: 10015: the webhook was deleted; Discord asks callers never to use it again after a 404,
@@ -63,34 +55,35 @@ CODES: Final[Mapping[int, StatusRule]] = {
 }
 
 #: A 2xx whose body is an error object with an unknown code: retried, never taken as sent.
-ERROR_IN_2XX: Final = StatusRule(AttemptStatus.RETRYABLE, Reason.VENDOR_ERROR)
+ERROR_IN_2XX: Final = StatusRule(Verdict.RETRY, Reason.VENDOR_ERROR)
 #: A 2xx other than 204 without the created message (`wait=true` promises it): retried.
-NO_MESSAGE: Final = StatusRule(AttemptStatus.RETRYABLE, Reason.UNEXPECTED)
+NO_MESSAGE: Final = StatusRule(Verdict.RETRY, Reason.UNEXPECTED)
+#: 429: Discord's throttle, whatever else the answer says.
+THROTTLED: Final = StatusRule(Verdict.RATE_LIMITED, Reason.RATE_LIMITED)
 
 
 class DiscordAdapter(ChatAdapter):
-    kind: ClassVar[str] = "discord"
-    flavour: ClassVar[Flavour] = Flavour.DISCORD_MARKDOWN
-    limits: ClassVar[Limits] = Limits(
-        max_message_size=MAX_CONTENT_CHARS,
-        size_unit="chars",
-        default_rate_per_min=DEFAULT_RATE_PER_MIN,
+    spec: ClassVar[KindSpec] = KindSpec(
+        kind="discord",
+        description="A Discord webhook, sent plain content that never pings anyone.",
+        fields=(
+            webhook_url_field(
+                "The webhook's full URL (https://discord.com/api/webhooks/{id}/{token}); "
+                "a thread_id in its query is kept."
+            ),
+        ),
         flavour=Flavour.DISCORD_MARKDOWN.value,
+        default_rate_per_min=DEFAULT_RATE_PER_MIN,
+        max_text_chars=MAX_CONTENT_CHARS,
     )
 
-    def validate_config(self, config: dict[str, Any]) -> dict[str, Any]:
-        checked = super().validate_config(config)
-        unknown = sorted(set(checked) - CONFIG_KEYS)
-        if unknown:
-            raise ValidationError(
-                f"config.{unknown[0]}", "not a discord setting (only webhook_url)"
-            )
-        parts = urlsplit(checked["webhook_url"])
+    def check_config(self, config: dict[str, Any]) -> dict[str, Any]:
+        parts = urlsplit(config["webhook_url"])
         if not parts.netloc or not WEBHOOK_PATH.search(parts.path):
             raise ValidationError(
                 "config.webhook_url", "must be the full URL …/api/webhooks/{id}/{token}"
             )
-        return checked
+        return config
 
     def payload(self, channel: Channel, title: str, text: str) -> dict[str, Any]:
         return {"content": text, "allowed_mentions": dict(NO_MENTIONS)}
@@ -121,7 +114,8 @@ def classify_answer(response: HttpResponse, now: datetime) -> Outcome:
     if 200 <= status <= 299 and (status == 204 or "id" in document):
         return Delivered(provider_response=body or None)
     if status == 429:
-        return RateLimited(
+        return outcome_for(
+            THROTTLED,
             _rate_limit_error(response, document),
             retry_after_s=_retry_after(response, document, now),
             provider_response=body or None,
@@ -131,13 +125,7 @@ def classify_answer(response: HttpResponse, now: datetime) -> Outcome:
         rule = ERROR_IN_2XX if code is not None else NO_MESSAGE
     if rule is None:
         rule = rule_for(status)
-    if rule.reason is Reason.REDIRECT:
-        return classify(response, now)
-    error = _error(status, document, body)
-    if rule.kind is _PERMANENT:
-        return Reject(rule.reason, error, body or None, disable_channel=rule.disable_channel)
-    hint = parse_retry_after(header(response.headers, "Retry-After"), now)
-    return Retry(rule.reason, error, retry_after_s=hint, provider_response=body or None)
+    return classify_by(rule, response, now, _error(status, document, body))
 
 
 def _json(body: str) -> dict[str, Any]:

@@ -20,18 +20,14 @@ from datetime import datetime
 from typing import Any, ClassVar, Final
 from urllib.parse import urlsplit
 
-from tidings.channels.base import Limits, Message, Target
-from tidings.channels.chat import ChatAdapter, fit_body
-from tidings.channels.http import (
-    MAX_ERROR_CHARS,
-    HttpResponse,
-    StatusRule,
-    classify,
-)
+from tidings.channels.base import Message, Target
+from tidings.channels.chat import ChatAdapter, fit_body, webhook_url_field
+from tidings.channels.http import MAX_ERROR_CHARS, HttpResponse, classify
+from tidings.channels.verdict import StatusRule, Verdict, outcome_for
 from tidings.core.errors import ValidationError
+from tidings.core.kinds import ConfigField, FieldType, KindSpec
 from tidings.core.model import Channel, Event
-from tidings.core.outcome import Delivered, Outcome, RateLimited, Reason, Reject, Retry
-from tidings.core.states import AttemptStatus
+from tidings.core.outcome import Delivered, Outcome, Reason, Retry
 from tidings.core.text import truncate_chars
 from tidings.render import Flavour
 
@@ -46,9 +42,9 @@ MAX_TITLE_CHARS: Final = 128
 #: digits (until 2286) and a base64 SHA-256 digest 44 characters.
 _PLACEHOLDER_SIGNATURE: Final = {"timestamp": "0" * 10, "sign": "=" * 44}
 
-_RETRY = AttemptStatus.RETRYABLE
-_LIMITED = AttemptStatus.RATE_LIMITED
-_PERMANENT = AttemptStatus.PERMANENT
+_RETRY = Verdict.RETRY
+_LIMITED = Verdict.RATE_LIMITED
+_PERMANENT = Verdict.REJECT
 
 #: code → classification (channels.md §3). 19021/19022/19024 are the bot's security checks
 #: (signature or clock, IP whitelist, keywords): its settings must change, so permanent.
@@ -83,28 +79,34 @@ def sign(secret: str, timestamp_s: int) -> str:
 
 
 class FeishuAdapter(ChatAdapter):
-    kind: ClassVar[str] = "feishu"
-    flavour: ClassVar[Flavour] = Flavour.FEISHU_MARKDOWN
-    limits: ClassVar[Limits] = Limits(
-        max_message_size=MAX_BODY_BYTES,
-        size_unit="bytes",
-        default_rate_per_min=DEFAULT_RATE_PER_MIN,
+    spec: ClassVar[KindSpec] = KindSpec(
+        kind="feishu",
+        description="A Feishu / Lark custom bot (v2 webhook), sent markdown cards.",
+        fields=(
+            webhook_url_field(
+                "The bot's full v2 webhook URL "
+                "(https://open.feishu.cn/open-apis/bot/v2/hook/…, or open.larksuite.com)."
+            ),
+            ConfigField(
+                "secret",
+                FieldType.STRING,
+                "The bot's signing secret, when its security setting is signature verification.",
+                secret=True,
+                label="Signing secret",
+            ),
+        ),
         flavour=Flavour.FEISHU_MARKDOWN.value,
+        default_rate_per_min=DEFAULT_RATE_PER_MIN,
+        max_body_bytes=MAX_BODY_BYTES,
     )
-    secret_fields: ClassVar[tuple[str, ...]] = ("webhook_url", "secret")
 
-    def validate_config(self, config: dict[str, Any]) -> dict[str, Any]:
-        checked = super().validate_config(config)
-        path = urlsplit(checked["webhook_url"]).path
-        if "/bot/hook/" in path:
+    def check_config(self, config: dict[str, Any]) -> dict[str, Any]:
+        if "/bot/hook/" in urlsplit(config["webhook_url"]).path:
             raise ValidationError(
                 "config.webhook_url",
                 "is a legacy v1 bot address; use the v2 one (/open-apis/bot/v2/hook/…)",
             )
-        secret = checked.get("secret")
-        if secret is not None and (not isinstance(secret, str) or not secret.strip()):
-            raise ValidationError("config.secret", "must be the bot's signing secret")
-        return checked
+        return config
 
     # -- rendering: the whole body is measured ----------------------------------------------
 
@@ -202,12 +204,7 @@ def classify_code(body: str) -> Outcome:
     rule = CODES.get(code, UNKNOWN_CODE)
     if code == 9499 and RATE_WORDS.search(msg):
         rule = StatusRule(_LIMITED, Reason.RATE_LIMITED)
-    hint = RETRY_AFTER_S.get(code)
-    if rule.kind is _LIMITED:
-        return RateLimited(error, retry_after_s=hint, provider_response=body)
-    if rule.kind is _PERMANENT:
-        return Reject(rule.reason, error, body, disable_channel=rule.disable_channel)
-    return Retry(rule.reason, error, retry_after_s=hint, provider_response=body)
+    return outcome_for(rule, error, provider_response=body, retry_after_s=RETRY_AFTER_S.get(code))
 
 
 __all__ = ["CODES", "MAX_BODY_BYTES", "FeishuAdapter", "classify_code", "sign"]

@@ -1,27 +1,27 @@
 """The one outbound HTTP seam: an aiohttp session behind the address guard, the shared
-classification of HTTP answers into outcomes, and translation of aiohttp's exceptions.
-Imports aiohttp, tidings.channels.netguard and tidings.core.
+classification of HTTP answers into outcomes (aiohttp's exceptions are translated in
+tidings.channels.failure).
+Imports aiohttp, tidings.channels (netguard, verdict) and tidings.core; URLs in its messages
+are redacted by tidings.core.redact.
 """
 
 from __future__ import annotations
 
 import functools
-import re
-import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
-from typing import Final, NamedTuple
-from urllib.parse import urlsplit
+from typing import Final
 
 import aiohttp
 from yarl import URL
 
-from tidings.channels.netguard import BlockedAddress, GuardedResolver, Network, check_literal_host
-from tidings.core.outcome import Delivered, Outcome, RateLimited, Reason, Reject, Retry
+from tidings.channels.netguard import GuardedResolver, Network, check_literal_host
+from tidings.channels.verdict import StatusRule, Verdict, outcome_for
+from tidings.core.outcome import Delivered, Outcome, Reason
+from tidings.core.redact import redact_url, scrub
 from tidings.core.retry import parse_retry_after
-from tidings.core.states import AttemptStatus
 from tidings.core.text import truncate_chars
 
 MAX_RESPONSE_BYTES: Final = 65536
@@ -118,8 +118,8 @@ class HttpClient:
         """POST `body`; redirects come back as 3xx answers, never followed.
 
         Raises InvalidTarget, BlockedAddress (before any connection for IP literals, from
-        the resolver for names), RequestTimeout, or aiohttp's errors; `outcome_for_exception`
-        turns any of them into an outcome.
+        the resolver for names), RequestTimeout, or aiohttp's errors;
+        `failure.outcome_for_exception` turns any of them into an outcome.
         """
         if not timeout_s > 0:
             # aiohttp reads a zero timeout as "none": a send must never hang past its lease.
@@ -188,56 +188,23 @@ async def _read_capped(stream: aiohttp.StreamReader, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-# --- URLs in messages -------------------------------------------------------------------
-
-_URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]+")
-
-
-def redact_url(url: str) -> str:
-    """`url` without userinfo, fragment or query values: scheme://host[:port]/path?…
-
-    Chat webhooks carry their secrets in the query (and some in userinfo), so every message
-    that names a URL names this form of it.
-    """
-    try:
-        parts = urlsplit(url.strip())
-    except ValueError:
-        return "<unparseable URL>"
-    host = parts.netloc.rpartition("@")[2]
-    prefix = f"{parts.scheme}:" if parts.scheme else ""
-    authority = f"//{host}" if parts.netloc or parts.scheme else ""
-    query = "?…" if parts.query else ""
-    return f"{prefix}{authority}{parts.path}{query}"
-
-
-def scrub(text: str) -> str:
-    """`text` with every URL in it redacted (exception messages and tracebacks quote them)."""
-    return _URL_IN_TEXT.sub(lambda m: redact_url(m.group(0)), text)
-
-
 # --- classification ---------------------------------------------------------------------
 
 
-class StatusRule(NamedTuple):
-    """How one specific HTTP status is classified (DESIGN §4, webhook classification)."""
-
-    kind: AttemptStatus
-    reason: Reason
-    disable_channel: bool = False
-
+_REJECT, _RETRY = Verdict.REJECT, Verdict.RETRY
 
 #: Specific statuses; 2xx is delivered, and other codes follow their range (`rule_for`).
 STATUS_RULES: Final[Mapping[int, StatusRule]] = {
-    400: StatusRule(AttemptStatus.PERMANENT, Reason.CLIENT_ERROR),
-    401: StatusRule(AttemptStatus.PERMANENT, Reason.AUTH),
-    403: StatusRule(AttemptStatus.PERMANENT, Reason.AUTH),
-    404: StatusRule(AttemptStatus.PERMANENT, Reason.INVALID_TARGET),
-    408: StatusRule(AttemptStatus.RETRYABLE, Reason.TIMEOUT),
-    410: StatusRule(AttemptStatus.PERMANENT, Reason.GONE, disable_channel=True),
-    413: StatusRule(AttemptStatus.PERMANENT, Reason.TOO_LARGE),
-    422: StatusRule(AttemptStatus.PERMANENT, Reason.CLIENT_ERROR),
-    425: StatusRule(AttemptStatus.RETRYABLE, Reason.CLIENT_ERROR),
-    429: StatusRule(AttemptStatus.RATE_LIMITED, Reason.RATE_LIMITED),
+    400: StatusRule(_REJECT, Reason.CLIENT_ERROR),
+    401: StatusRule(_REJECT, Reason.AUTH),
+    403: StatusRule(_REJECT, Reason.AUTH),
+    404: StatusRule(_REJECT, Reason.INVALID_TARGET),
+    408: StatusRule(_RETRY, Reason.TIMEOUT),
+    410: StatusRule(_REJECT, Reason.GONE, disable_channel=True),
+    413: StatusRule(_REJECT, Reason.TOO_LARGE),
+    422: StatusRule(_REJECT, Reason.CLIENT_ERROR),
+    425: StatusRule(_RETRY, Reason.CLIENT_ERROR),
+    429: StatusRule(Verdict.RATE_LIMITED, Reason.RATE_LIMITED),
 }
 
 
@@ -247,12 +214,12 @@ def rule_for(status: int) -> StatusRule:
         return STATUS_RULES[status]
     if 300 <= status <= 399:
         # A redirect could lead anywhere, including past the address guard: never followed.
-        return StatusRule(AttemptStatus.PERMANENT, Reason.REDIRECT)
+        return StatusRule(_REJECT, Reason.REDIRECT)
     if 400 <= status <= 499:
-        return StatusRule(AttemptStatus.PERMANENT, Reason.CLIENT_ERROR)
+        return StatusRule(_REJECT, Reason.CLIENT_ERROR)
     if 500 <= status <= 599:
-        return StatusRule(AttemptStatus.RETRYABLE, Reason.SERVER_ERROR)
-    return StatusRule(AttemptStatus.RETRYABLE, Reason.UNEXPECTED)
+        return StatusRule(_RETRY, Reason.SERVER_ERROR)
+    return StatusRule(_RETRY, Reason.UNEXPECTED)
 
 
 def classify(response: HttpResponse, now: datetime) -> Outcome:
@@ -260,16 +227,24 @@ def classify(response: HttpResponse, now: datetime) -> Outcome:
     body = response.text or None
     if 200 <= response.status <= 299:
         return Delivered(provider_response=body)
-    rule = rule_for(response.status)
+    return classify_by(rule_for(response.status), response, now)
+
+
+def classify_by(
+    rule: StatusRule, response: HttpResponse, now: datetime, error: str | None = None
+) -> Outcome:
+    """`response` classified by `rule` (a vendor table's, or the shared one): the error is
+    `error` or the receiver's words, the hint its `Retry-After`. A redirect names where it
+    led, without the query."""
     if rule.reason is Reason.REDIRECT:
-        return Reject(Reason.REDIRECT, _redirect_error(response), provider_response=body)
-    error = _error(response)
-    if rule.kind is AttemptStatus.PERMANENT:
-        return Reject(rule.reason, error, body, disable_channel=rule.disable_channel)
+        error = _redirect_error(response)
     hint = parse_retry_after(header(response.headers, "Retry-After"), now)
-    if rule.kind is AttemptStatus.RATE_LIMITED:
-        return RateLimited(error, retry_after_s=hint, provider_response=body)
-    return Retry(rule.reason, error, retry_after_s=hint, provider_response=body)
+    return outcome_for(
+        rule,
+        _error(response) if error is None else error,
+        provider_response=response.text or None,
+        retry_after_s=hint,
+    )
 
 
 def header(headers: Mapping[str, str], name: str) -> str | None:
@@ -294,55 +269,19 @@ def _redirect_error(response: HttpResponse) -> str:
     return f"HTTP {response.status}: redirect to {redact_url(location)} not followed"
 
 
-# --- exceptions -------------------------------------------------------------------------
-
-_CONNECTION_ERRORS: Final = (
-    aiohttp.ClientConnectionError,  # ClientConnectorError, ClientOSError, ServerDisconnected…
-    aiohttp.ClientPayloadError,
-    OSError,  # ConnectionError and the socket errors aiohttp lets through unwrapped
-)
-
-
-def outcome_for_exception(error: BaseException) -> Outcome:
-    """Translate an exception raised while sending into an outcome (STYLE 11).
-
-    Messages never hold a URL's query or userinfo: every URL in them is redacted.
-    """
-    blocked = _find_blocked(error)
-    if blocked is not None:
-        return Reject(Reason.BLOCKED_ADDRESS, str(blocked))
-    if isinstance(error, InvalidTarget | aiohttp.InvalidURL):
-        return Reject(Reason.INVALID_TARGET, scrub(f"invalid target: {error}"))
-    # Before the connection errors: aiohttp's ServerTimeoutError is both.
-    if isinstance(error, TimeoutError):
-        return Retry(
-            Reason.TIMEOUT, str(error) if isinstance(error, RequestTimeout) else "timed out"
-        )
-    if isinstance(error, _CONNECTION_ERRORS):
-        detail = str(error) or type(error).__name__
-        return Retry(Reason.CONNECTION, scrub(f"connection failed: {detail}"))
-    lines = traceback.format_exception(type(error), error, error.__traceback__)
-    return Retry(
-        Reason.UNEXPECTED,
-        truncate_chars(scrub(f"{type(error).__name__}: {error}"), MAX_ERROR_CHARS),
-        provider_response=scrub("".join(lines)),
-    )
-
-
-def _find_blocked(error: BaseException) -> BlockedAddress | None:
-    """The BlockedAddress behind `error`, however it was wrapped (cause, context, os_error).
-
-    aiohttp 3.14 lets a resolver's non-OSError exception through unwrapped, but wraps
-    OSErrors in ClientConnectorDNSError; searching the chain holds either way.
-    """
-    seen: set[int] = set()
-    pending: list[object] = [error]
-    while pending:
-        current = pending.pop()
-        if not isinstance(current, BaseException) or id(current) in seen:
-            continue
-        if isinstance(current, BlockedAddress):
-            return current
-        seen.add(id(current))
-        pending += [getattr(current, "os_error", None), current.__cause__, current.__context__]
-    return None
+__all__ = [
+    "MAX_ERROR_CHARS",
+    "MAX_RESPONSE_BYTES",
+    "STATUS_RULES",
+    "HttpClient",
+    "HttpResponse",
+    "InvalidTarget",
+    "RequestTimeout",
+    "StatusRule",
+    "classify",
+    "classify_by",
+    "header",
+    "redact_url",
+    "rule_for",
+    "scrub",
+]

@@ -1,12 +1,14 @@
 """The `inbox` kind: messages stored locally and shown in the admin UI — the zero-setup
-target for a first publish, and a preview of what a channel would send."""
+target for a first publish, and a preview of what a channel would send. Imports
+tidings.channels.base and tidings.core."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import ClassVar
 
-from tidings.channels.base import Adapter, Limits, Message, SendContext, Target
+from tidings.channels.base import Adapter, Message, SendContext, Target
+from tidings.core.kinds import KindSpec
 from tidings.core.model import Channel, Event
 from tidings.core.outcome import Delivered, Outcome
 from tidings.core.text import truncate_chars
@@ -27,8 +29,13 @@ def event_text(event: Event) -> str:
 
 
 class InboxAdapter(Adapter):
-    kind: ClassVar[str] = "inbox"
-    limits: ClassVar[Limits] = Limits(max_message_size=65_536, size_unit="chars")
+    spec: ClassVar[KindSpec] = KindSpec(
+        kind="inbox",
+        description="Messages stored locally and shown in the admin UI; needs no setup.",
+        fields=(),
+        flavour="text",
+        max_text_chars=65_536,
+    )
 
     def render(
         self,

@@ -14,20 +14,13 @@ from datetime import datetime
 from typing import Any, ClassVar, Final
 from urllib.parse import urlsplit
 
-from tidings.channels.base import Limits
-from tidings.channels.chat import ChatAdapter
-from tidings.channels.http import (
-    MAX_ERROR_CHARS,
-    HttpResponse,
-    StatusRule,
-    classify,
-    header,
-)
+from tidings.channels.chat import ChatAdapter, webhook_url_field
+from tidings.channels.http import MAX_ERROR_CHARS, HttpResponse, classify, classify_by
+from tidings.channels.verdict import StatusRule, Verdict
 from tidings.core.errors import ValidationError
+from tidings.core.kinds import KindSpec
 from tidings.core.model import Channel
-from tidings.core.outcome import Delivered, Outcome, RateLimited, Reason, Reject, Retry
-from tidings.core.retry import parse_retry_after
-from tidings.core.states import AttemptStatus
+from tidings.core.outcome import Delivered, Outcome, Reason, Retry
 from tidings.core.text import truncate_chars
 from tidings.render import Flavour, default_renderer
 
@@ -42,11 +35,10 @@ MAX_FALLBACK_CHARS: Final = 1000
 #: About one message a second per webhook, short bursts allowed [SL-3]; 50 a minute with a
 #: burst of 1 spaces sends 1.2 s apart.
 DEFAULT_RATE_PER_MIN: Final = 50.0
-CONFIG_KEYS: Final = frozenset({"webhook_url"})
 SUCCESS_BODY: Final = "ok"
 
-_RETRY = AttemptStatus.RETRYABLE
-_PERMANENT = AttemptStatus.PERMANENT
+_RETRY = Verdict.RETRY
+_PERMANENT = Verdict.REJECT
 
 #: Error body → classification, whatever the HTTP status that came with it (channels.md §4).
 #: `no_service` (webhook revoked or removed) and `channel_is_archived` (410) mean no message
@@ -72,27 +64,27 @@ CODES: Final[Mapping[str, StatusRule]] = {
 
 
 class SlackAdapter(ChatAdapter):
-    kind: ClassVar[str] = "slack"
-    flavour: ClassVar[Flavour] = Flavour.SLACK_MRKDWN
-    limits: ClassVar[Limits] = Limits(
-        max_message_size=MAX_SECTION_CHARS,
-        size_unit="chars",
-        default_rate_per_min=DEFAULT_RATE_PER_MIN,
+    spec: ClassVar[KindSpec] = KindSpec(
+        kind="slack",
+        description="A Slack incoming webhook, sent one Block Kit section of mrkdwn.",
+        fields=(
+            webhook_url_field(
+                "The incoming webhook's full URL (https://hooks.slack.com/services/T…/B…/…)."
+            ),
+        ),
         flavour=Flavour.SLACK_MRKDWN.value,
+        default_rate_per_min=DEFAULT_RATE_PER_MIN,
+        max_text_chars=MAX_SECTION_CHARS,
     )
 
-    def validate_config(self, config: dict[str, Any]) -> dict[str, Any]:
-        checked = super().validate_config(config)
-        unknown = sorted(set(checked) - CONFIG_KEYS)
-        if unknown:
-            raise ValidationError(f"config.{unknown[0]}", "not a slack setting (only webhook_url)")
-        parts = urlsplit(checked["webhook_url"])
+    def check_config(self, config: dict[str, Any]) -> dict[str, Any]:
+        parts = urlsplit(config["webhook_url"])
         if not parts.netloc or not parts.path.strip("/"):
             # The path is the webhook's key; the message never repeats the URL.
             raise ValidationError(
                 "config.webhook_url", "must be the full webhook URL (…/services/T…/B…/…)"
             )
-        return checked
+        return config
 
     def payload(self, channel: Channel, title: str, text: str) -> dict[str, Any]:
         fallback = default_renderer().escape(
@@ -136,12 +128,7 @@ def classify_answer(response: HttpResponse, now: datetime) -> Outcome:
             return Retry(Reason.UNEXPECTED, error, provider_response=body or None)
         return classify(response, now)  # 429 + Retry-After, 5xx, other 4xx
     error = truncate_chars(f"HTTP {response.status}: {code}", MAX_ERROR_CHARS)
-    if rule.kind is _PERMANENT:
-        return Reject(rule.reason, error, body, disable_channel=rule.disable_channel)
-    hint = parse_retry_after(header(response.headers, "Retry-After"), now)
-    if rule.kind is AttemptStatus.RATE_LIMITED:
-        return RateLimited(error, retry_after_s=hint, provider_response=body)
-    return Retry(rule.reason, error, retry_after_s=hint, provider_response=body)
+    return classify_by(rule, response, now, error)
 
 
 __all__ = ["CODES", "MAX_SECTION_CHARS", "SlackAdapter", "classify_answer"]

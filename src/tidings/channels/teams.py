@@ -15,23 +15,16 @@ import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, ClassVar, Final
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import urlsplit
 
-from tidings.channels.base import Limits, Message, Target
-from tidings.channels.chat import ChatAdapter
-from tidings.channels.http import (
-    MAX_ERROR_CHARS,
-    HttpResponse,
-    StatusRule,
-    classify,
-    header,
-    rule_for,
-)
+from tidings.channels.base import Message, Target
+from tidings.channels.chat import ChatAdapter, webhook_url_field
+from tidings.channels.http import MAX_ERROR_CHARS, HttpResponse, classify_by, rule_for
+from tidings.channels.verdict import StatusRule, Verdict, outcome_for
 from tidings.core.errors import ValidationError
+from tidings.core.kinds import KindSpec
 from tidings.core.model import Channel, Event
-from tidings.core.outcome import Delivered, Outcome, RateLimited, Reason, Reject, Retry
-from tidings.core.retry import parse_retry_after
-from tidings.core.states import AttemptStatus
+from tidings.core.outcome import Delivered, Outcome, Reason
 from tidings.core.text import truncate_chars
 from tidings.render import Flavour
 
@@ -44,15 +37,14 @@ MAX_BODY_BYTES: Final = 27_000
 #: are UNCONFIRMED and the flow's bot posts into one channel, so the default stays far below:
 #: one message every 2 s.
 DEFAULT_RATE_PER_MIN: Final = 30.0
-CONFIG_KEYS: Final = frozenset({"webhook_url"})
 CARD_CONTENT_TYPE: Final = "application/vnd.microsoft.card.adaptive"
 CARD_SCHEMA: Final = "http://adaptivecards.io/schemas/adaptive-card.json"
 CARD_VERSION: Final = "1.4"
 ACCEPTED: Final = "accepted (HTTP 202): the flow run was queued; Teams reports no later failure"
 EMPTY_SUCCESS: Final = "accepted (HTTP {status}, empty body)"
 
-_PERMANENT = AttemptStatus.PERMANENT
-_LIMITED = AttemptStatus.RATE_LIMITED
+_PERMANENT = Verdict.REJECT
+_LIMITED = Verdict.RATE_LIMITED
 
 #: HTTP status → classification (channels.md §5). Only 413 and 429 are documented; the
 #: statuses for a malformed body (400), a bad `sig` (401/403) and a deleted flow (404) are
@@ -75,7 +67,7 @@ CONNECTOR_ERROR: Final = re.compile(r"returned HTTP error (\d{3})")
 #: channels.md), a JSON echo of an HTTP response with `"isSuccessStatusCode": true`.
 CONNECTOR_SUCCESS: Final = re.compile(r"\d+")
 #: A 200 that is neither: the connector's "retry-able" failures come this way [TM-11].
-CONNECTOR_OTHER: Final = StatusRule(AttemptStatus.RETRYABLE, Reason.VENDOR_ERROR)
+CONNECTOR_OTHER: Final = StatusRule(Verdict.RETRY, Reason.VENDOR_ERROR)
 
 
 def _encode(document: dict[str, Any]) -> bytes:
@@ -83,26 +75,29 @@ def _encode(document: dict[str, Any]) -> bytes:
 
 
 class TeamsAdapter(ChatAdapter):
-    kind: ClassVar[str] = "teams"
-    flavour: ClassVar[Flavour] = Flavour.TEAMS_MARKDOWN
-    limits: ClassVar[Limits] = Limits(
-        max_message_size=MAX_BODY_BYTES,
-        size_unit="bytes",
-        default_rate_per_min=DEFAULT_RATE_PER_MIN,
+    spec: ClassVar[KindSpec] = KindSpec(
+        kind="teams",
+        description=(
+            "Microsoft Teams through a Power Automate Workflows webhook, sent an Adaptive Card."
+        ),
+        fields=(
+            webhook_url_field(
+                "The workflow's full HTTP POST URL, with its sig "
+                "(…/workflows/…/triggers/manual/paths/invoke?…&sig=…)."
+            ),
+        ),
         flavour=Flavour.TEAMS_MARKDOWN.value,
+        default_rate_per_min=DEFAULT_RATE_PER_MIN,
+        max_body_bytes=MAX_BODY_BYTES,
     )
 
-    def validate_config(self, config: dict[str, Any]) -> dict[str, Any]:
-        checked = super().validate_config(config)
-        unknown = sorted(set(checked) - CONFIG_KEYS)
-        if unknown:
-            raise ValidationError(f"config.{unknown[0]}", "not a teams setting (only webhook_url)")
-        parts = urlsplit(checked["webhook_url"])
+    def check_config(self, config: dict[str, Any]) -> dict[str, Any]:
+        parts = urlsplit(config["webhook_url"])
         if not parts.netloc or not parts.path.strip("/"):
             raise ValidationError(
                 "config.webhook_url", "must be the workflow's full HTTP POST URL (with its sig)"
             )
-        return checked
+        return config
 
     def payload(self, channel: Channel, title: str, text: str) -> dict[str, Any]:
         card = {
@@ -144,13 +139,6 @@ class TeamsAdapter(ChatAdapter):
                 high = mid - 1
         return truncate_chars(text, low)
 
-    def secrets_of(self, channel: Channel) -> list[str]:
-        """Also the `sig` value alone, should an answer quote it."""
-        found = super().secrets_of(channel)
-        query = parse_qs(urlsplit(str(channel.config.get(self.url_field, ""))).query)
-        found.extend(sig for sig in query.get("sig", []) if len(sig) > 8)
-        return sorted(set(found), key=len, reverse=True)
-
     def classify_response(self, response: HttpResponse, now: datetime) -> Outcome:
         return classify_answer(response, now)
 
@@ -163,10 +151,7 @@ def classify_answer(response: HttpResponse, now: datetime) -> Outcome:
     if 200 <= status <= 299:
         return _classify_200(response)
     rule = STATUSES.get(status) or rule_for(status)
-    if rule.reason is Reason.REDIRECT:
-        return classify(response, now)
-    hint = parse_retry_after(header(response.headers, "Retry-After"), now)
-    return _outcome(rule, _error(status, _words(body)), hint, body or None)
+    return classify_by(rule, response, now, _error(status, _words(body)))
 
 
 def _classify_200(response: HttpResponse) -> Outcome:
@@ -181,7 +166,8 @@ def _classify_200(response: HttpResponse) -> Outcome:
     else:
         inner = int(wrapped.group(1))
         rule = STATUSES.get(inner) or rule_for(inner)
-    return _outcome(rule, _error(response.status, _words(text)), None, response.text)
+    error = _error(response.status, _words(text))
+    return outcome_for(rule, error, provider_response=response.text)
 
 
 def _says_success(text: str) -> bool:
@@ -206,14 +192,6 @@ def _words(body: str) -> str:
 
 def _error(status: int, words: str) -> str:
     return truncate_chars(f"HTTP {status}: {words}" if words else f"HTTP {status}", MAX_ERROR_CHARS)
-
-
-def _outcome(rule: StatusRule, error: str, hint: float | None, body: str | None) -> Outcome:
-    if rule.kind is _PERMANENT:
-        return Reject(rule.reason, error, body, disable_channel=rule.disable_channel)
-    if rule.kind is _LIMITED:
-        return RateLimited(error, retry_after_s=hint, provider_response=body)
-    return Retry(rule.reason, error, retry_after_s=hint, provider_response=body)
 
 
 __all__ = ["MAX_BODY_BYTES", "STATUSES", "TeamsAdapter", "classify_answer"]

@@ -2,27 +2,54 @@
 
 One event: `{"type": "event", "channel", "delivery_id", "event": {...}}`; a digest:
 `{"type": "digest", "channel", "batch_id", "events": [...]}`. The `webhook-id` header is the
-message's stable id, so a receiver can drop the rare duplicate.
+message's stable id, so a receiver can drop the rare duplicate. Imports tidings.channels
+(base, http, signing) and tidings.core.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
 
 from tidings.channels import signing
-from tidings.channels.base import Adapter, Limits, Message, SendContext, Target
-from tidings.channels.http import classify, outcome_for_exception
+from tidings.channels.base import Adapter, Message, SendContext, Target
+from tidings.channels.http import classify
 from tidings.core import jsontext
 from tidings.core.errors import ValidationError
+from tidings.core.kinds import ConfigField, FieldType, KindSpec
 from tidings.core.model import Channel, Event, event_document
 from tidings.core.outcome import Outcome
+from tidings.core.redact import ordered, secret_strings, url_credentials
 from tidings.core.text import MARKER, truncate_utf8
 
-DEFAULT_MAX_BODY_BYTES = 1_048_576
-_MIN_BODY_BYTES = 1024
-_MAX_BODY_BYTES = 16 * 1_048_576
-_RESERVED_HEADERS = {"content-type", "webhook-id", "webhook-timestamp", "webhook-signature"}
+DEFAULT_MAX_BODY_BYTES: Final = 1_048_576
+_MIN_BODY_BYTES: Final = 1024
+_MAX_BODY_BYTES: Final = 16 * 1_048_576
+#: Headers the adapter sets itself (the signature covers them), and framing or hop-by-hop
+#: headers, which would let a config change how the request is delimited or routed.
+RESERVED_HEADERS: Final = frozenset(
+    {
+        "content-type",
+        "webhook-id",
+        "webhook-timestamp",
+        "webhook-signature",
+        "content-length",
+        "transfer-encoding",
+        "host",
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "upgrade",
+        "expect",
+    }
+)
+#: An RFC 9110 field name (a token): no spaces, colons, CR, LF or NUL.
+_HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+#: A field value: visible characters, spaces and tabs; never CR, LF or NUL.
+_HEADER_VALUE = re.compile(r"[^\r\n\x00]*")
 
 
 def _encode(document: dict[str, Any]) -> bytes:
@@ -30,37 +57,66 @@ def _encode(document: dict[str, Any]) -> bytes:
 
 
 class WebhookAdapter(Adapter):
-    kind: ClassVar[str] = "webhook"
-    limits: ClassVar[Limits] = Limits(
-        max_message_size=DEFAULT_MAX_BODY_BYTES, size_unit="bytes", flavour="json"
+    spec: ClassVar[KindSpec] = KindSpec(
+        kind="webhook",
+        description="Any HTTPS endpoint, sent JSON signed per Standard Webhooks.",
+        fields=(
+            ConfigField(
+                "url", FieldType.URL, "Where to POST the JSON (http:// or https://).", True
+            ),
+            ConfigField(
+                "secret",
+                FieldType.STRING,
+                "Signing secret, whsec_ + base64 (Standard Webhooks); unsigned when absent.",
+                secret=True,
+                label="Signing secret",
+            ),
+            ConfigField(
+                "headers",
+                FieldType.STRING_MAP,
+                "Extra request headers, name to value (e.g. Authorization); "
+                "content-type, webhook-* and framing headers are set by tidings.",
+                label="Extra headers",
+            ),
+            ConfigField(
+                "max_body_bytes",
+                FieldType.INTEGER,
+                "The largest body the receiver takes, in bytes; longer messages are shortened "
+                "and digests split.",
+                default=DEFAULT_MAX_BODY_BYTES,
+                minimum=_MIN_BODY_BYTES,
+                maximum=_MAX_BODY_BYTES,
+                label="Max body bytes",
+            ),
+        ),
+        flavour="json",
+        max_body_bytes=DEFAULT_MAX_BODY_BYTES,
     )
-    secret_fields: ClassVar[tuple[str, ...]] = ("secret",)
     bounded_by_http_timeout: ClassVar[bool] = True
 
-    def validate_config(self, config: dict[str, Any]) -> dict[str, Any]:
-        url = config.get("url")
-        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-            raise ValidationError("config.url", "an http:// or https:// URL is required")
+    def check_config(self, config: dict[str, Any]) -> dict[str, Any]:
         secret = config.get("secret")
         if secret is not None:
-            if not isinstance(secret, str):
-                raise ValidationError("config.secret", "must be a whsec_… string")
             signing.parse_secret(secret)
-        headers = config.get("headers", {})
-        if not isinstance(headers, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in headers.items()
-        ):
-            raise ValidationError("config.headers", "must map header names to strings")
-        if _RESERVED_HEADERS & {k.lower() for k in headers}:
-            raise ValidationError("config.headers", "may not set content-type or webhook-*")
-        limit = config.get("max_body_bytes", DEFAULT_MAX_BODY_BYTES)
-        if isinstance(limit, bool) or not isinstance(limit, int):
-            raise ValidationError("config.max_body_bytes", "must be a whole number of bytes")
-        if not _MIN_BODY_BYTES <= limit <= _MAX_BODY_BYTES:
-            raise ValidationError(
-                "config.max_body_bytes", f"must be {_MIN_BODY_BYTES}..{_MAX_BODY_BYTES}"
-            )
-        return dict(config)
+        for name, value in config.get("headers", {}).items():
+            where = f"config.headers.{name}"
+            if not _HEADER_NAME.fullmatch(name):
+                raise ValidationError("config.headers", f"{name!r} is not a valid header name")
+            if name.lower() in RESERVED_HEADERS:
+                raise ValidationError(where, "is set by tidings and cannot be configured")
+            if not _HEADER_VALUE.fullmatch(value):
+                raise ValidationError(where, "must not contain CR, LF or NUL")
+        return config
+
+    def secrets_of(self, channel: Channel) -> list[str]:
+        """The signing secret, and also the headers' values (an Authorization token) and the
+        URL's userinfo password and query values, should an answer quote them."""
+        found = secret_strings(channel.config.get("secret"))
+        found |= secret_strings(channel.config.get("headers"))
+        url = channel.config.get("url")
+        if isinstance(url, str):
+            found |= url_credentials(url)
+        return ordered(found)
 
     def size_limit(self, channel: Channel) -> int | None:
         return int(channel.config.get("max_body_bytes", DEFAULT_MAX_BODY_BYTES))
@@ -115,8 +171,10 @@ class WebhookAdapter(Adapter):
                 timeout_s=channel.timeout_s,
             )
         except Exception as error:  # translated at the boundary into an outcome
-            return outcome_for_exception(error)
-        return classify(response, ctx.attempt_at)
+            outcome = self.failure(error, channel)
+        else:
+            outcome = classify(response, ctx.attempt_at)
+        return self.scrubbed(outcome, channel)
 
 
 def _shorten(document: dict[str, Any], entry: dict[str, Any], limit: int) -> bytes:

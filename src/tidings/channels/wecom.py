@@ -14,13 +14,13 @@ from datetime import datetime
 from typing import Any, ClassVar, Final
 from urllib.parse import parse_qs, urlsplit
 
-from tidings.channels.base import Limits
-from tidings.channels.chat import ChatAdapter
-from tidings.channels.http import MAX_ERROR_CHARS, HttpResponse, StatusRule
+from tidings.channels.chat import ChatAdapter, webhook_url_field
+from tidings.channels.http import MAX_ERROR_CHARS, HttpResponse
+from tidings.channels.verdict import StatusRule, Verdict, outcome_for
 from tidings.core.errors import ValidationError
+from tidings.core.kinds import KindSpec
 from tidings.core.model import Channel
-from tidings.core.outcome import Delivered, Outcome, RateLimited, Reason, Reject, Retry
-from tidings.core.states import AttemptStatus
+from tidings.core.outcome import Delivered, Outcome, Reason, Retry
 from tidings.core.text import truncate_chars
 from tidings.render import Flavour
 
@@ -30,9 +30,9 @@ MAX_CONTENT_BYTES: Final = 4096
 #: (one every 3.3 s), so no 60 s window ever holds more than 19 of ours.
 DEFAULT_RATE_PER_MIN: Final = 18.0
 
-_RETRY = AttemptStatus.RETRYABLE
-_LIMITED = AttemptStatus.RATE_LIMITED
-_PERMANENT = AttemptStatus.PERMANENT
+_RETRY = Verdict.RETRY
+_LIMITED = Verdict.RATE_LIMITED
+_PERMANENT = Verdict.REJECT
 
 #: errcode → how the answer is classified (channels.md §1, WeCom's global error page).
 #: 93000 (webhook invalid / robot removed from the group) and 93008 (robot not in the group)
@@ -59,24 +59,28 @@ RETRY_AFTER_S: Final[Mapping[int, float]] = {45009: 60.0}
 
 
 class WecomAdapter(ChatAdapter):
-    kind: ClassVar[str] = "wecom"
-    flavour: ClassVar[Flavour] = Flavour.WECOM_MARKDOWN
-    limits: ClassVar[Limits] = Limits(
-        max_message_size=MAX_CONTENT_BYTES,
-        size_unit="bytes",
-        default_rate_per_min=DEFAULT_RATE_PER_MIN,
+    spec: ClassVar[KindSpec] = KindSpec(
+        kind="wecom",
+        description="A WeCom (企业微信) group robot, sent markdown messages.",
+        fields=(
+            webhook_url_field(
+                "The robot's full webhook URL with its key "
+                "(https://qyapi.weixin.qq.com/cgi-bin/webhook/send?key=…)."
+            ),
+        ),
         flavour=Flavour.WECOM_MARKDOWN.value,
+        default_rate_per_min=DEFAULT_RATE_PER_MIN,
+        max_text_bytes=MAX_CONTENT_BYTES,
     )
 
-    def validate_config(self, config: dict[str, Any]) -> dict[str, Any]:
-        checked = super().validate_config(config)
-        query = parse_qs(urlsplit(checked["webhook_url"]).query)
+    def check_config(self, config: dict[str, Any]) -> dict[str, Any]:
+        query = parse_qs(urlsplit(config["webhook_url"]).query)
         if not any(query.get("key", [])):
             # The message never repeats the URL: its key is the robot's only credential.
             raise ValidationError(
                 "config.webhook_url", "must carry the robot's key as ?key=… (copy the full URL)"
             )
-        return checked
+        return config
 
     def payload(self, channel: Channel, title: str, text: str) -> dict[str, Any]:
         return {"msgtype": "markdown", "markdown": {"content": text}}
@@ -100,12 +104,7 @@ def classify_errcode(body: str) -> Outcome:
     assert isinstance(answer, dict)
     error = truncate_chars(f"errcode {code}: {answer.get('errmsg', '')}", MAX_ERROR_CHARS)
     rule = CODES.get(code, UNKNOWN_CODE)
-    hint = RETRY_AFTER_S.get(code)
-    if rule.kind is _LIMITED:
-        return RateLimited(error, retry_after_s=hint, provider_response=body)
-    if rule.kind is _PERMANENT:
-        return Reject(rule.reason, error, body, disable_channel=rule.disable_channel)
-    return Retry(rule.reason, error, retry_after_s=hint, provider_response=body)
+    return outcome_for(rule, error, provider_response=body, retry_after_s=RETRY_AFTER_S.get(code))
 
 
 __all__ = ["CODES", "MAX_CONTENT_BYTES", "WecomAdapter", "classify_errcode"]

@@ -214,14 +214,15 @@ def channel_kinds(as_json: JsonFlag = False) -> None:
     registry = Registry.default()
     rows = []
     for kind in registry.kinds():
-        limits = registry.get(kind).limits
+        spec = registry.get(kind).spec
+        limit = spec.limit
         rows.append(
             {
                 "kind": kind,
-                "max_message_size": limits.max_message_size,
-                "size_unit": limits.size_unit,
-                "default_rate_per_min": limits.default_rate_per_min,
-                "flavour": limits.flavour,
+                "max_message_size": None if limit is None else limit.amount,
+                "size_unit": None if limit is None else limit.unit.value,
+                "default_rate_per_min": spec.default_rate_per_min,
+                "flavour": spec.flavour,
             }
         )
     if as_json:

@@ -28,6 +28,8 @@ class FieldType(StrEnum):
     STRING = "string"  # one line of text
     URL = "url"  # an http:// or https:// URL
     INTEGER = "integer"
+    #: A whole number or a line of text (a chat id: -1001234567890 or @channelname).
+    STRING_OR_INTEGER = "string_or_integer"
     BOOLEAN = "boolean"
     CHOICE = "choice"  # one of the field's `choices`
     STRING_LIST = "string_list"  # a list of strings (the form takes one per line)
@@ -198,6 +200,12 @@ def _checked_value(field: ConfigField, value: object) -> Any:
             return url
         case FieldType.INTEGER:
             return _integer(where, value, field.minimum, field.maximum)
+        case FieldType.STRING_OR_INTEGER:
+            if isinstance(value, int) and not isinstance(value, bool):
+                return value
+            if not isinstance(value, str):
+                raise ValidationError(where, "must be a whole number or a string")
+            return _text(where, value)
         case FieldType.BOOLEAN:
             if not isinstance(value, bool):
                 raise ValidationError(where, "must be true or false")

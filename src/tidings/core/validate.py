@@ -20,11 +20,6 @@ from tidings.core.model import JSON, ChannelSpec, EventInput, Severity
 from tidings.core.states import Mode
 from tidings.core.text import has_unstorable
 
-KNOWN_KINDS = (
-    "webhook", "wecom", "dingtalk", "feishu", "slack", "teams",
-    "discord", "telegram", "email", "apprise", "inbox",
-)  # fmt: skip
-
 MAX_LABELS = 64
 MAX_JSON_DEPTH = 64
 # Upper bounds keep every duration a valid timedelta and every rate a sane claim size,

@@ -1,18 +1,19 @@
 """One send: render to fit, call the adapter, time it, and never let an exception escape.
 
 An adapter that raises (a bug, an unexpected library error) produces a retry whose attempt
-row carries the traceback; an adapter that ignores its timeout is cut off a little later
-(one whose send is a single HTTP request is bounded by that request's own timeout).
+row names the exception, scrubbed of the channel's secrets; its traceback goes to the log.
+An adapter that ignores its timeout is cut off a little later (one whose send is a single
+HTTP request is bounded by that request's own timeout).
 """
 
 from __future__ import annotations
 
 import asyncio
-import traceback
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from tidings.channels.base import Adapter, Message, SendContext, Target
+from tidings.channels.failure import unexpected_failure
 from tidings.core.digest import fitting_prefix
 from tidings.core.model import Channel, Event
 from tidings.core.outcome import Outcome, Reason, Reject, Retry
@@ -122,10 +123,11 @@ async def _guarded(
 ) -> Outcome:
     limit = adapter.size_limit(channel)
     if limit is not None and message.size > limit:
+        declared = adapter.spec.limit
+        unit = declared.unit.value if declared is not None else "units"
         return Reject(
             Reason.TOO_LARGE,
-            f"message of {message.size} {adapter.limits.size_unit} could not be shortened "
-            f"below the limit of {limit}",
+            f"message of {message.size} {unit} could not be shortened below the limit of {limit}",
         )
     try:
         if adapter.bounded_by_http_timeout:
@@ -135,9 +137,5 @@ async def _guarded(
             return await adapter.send(ctx, channel, message)
     except TimeoutError:
         return Retry(Reason.TIMEOUT, f"no answer within {channel.timeout_s:g} s")
-    except Exception as error:
-        return Retry(
-            Reason.UNEXPECTED,
-            f"{type(error).__name__}: {error}",
-            provider_response="".join(traceback.format_exception(error)),
-        )
+    except Exception as error:  # a bug in the adapter: logged, never in the attempt row
+        return unexpected_failure(error, channel=channel.name, secrets=adapter.secrets_of(channel))

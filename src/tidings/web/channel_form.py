@@ -14,8 +14,8 @@ from typing import Any
 
 from tidings.core.errors import ValidationError
 from tidings.core.model import Channel, Severity
+from tidings.core.redact import MASK, mask
 from tidings.core.states import Mode
-from tidings.redact import MASK, mask
 
 
 @dataclass(frozen=True, slots=True)
