@@ -248,6 +248,25 @@ async def test_a_hanging_receiver_is_a_retry(row: Row, emulator: Any) -> None:
     assert (result.finished_at - result.started_at).total_seconds() < 2.0
 
 
+async def test_a_kind_bounded_by_its_request_ends_at_its_timeout_unguarded(
+    row: Row, emulator: Any
+) -> None:
+    """`bounded_by_http_timeout` lets the dispatcher skip a timer of its own per send: the
+    adapter promises its send is one request whose own timeout ends it. Held to it here,
+    without the dispatcher's guard."""
+    adapter = adapter_of(row)
+    if not adapter.bounded_by_http_timeout:
+        pytest.skip(f"{row.kind} is guarded by the dispatcher")
+    row.hang(emulator, 2.5)
+    ch = make(row, emulator, timeout_s=0.5)
+    async with HttpClient(allowed_networks=LOOPBACK) as http:
+        ctx = SendContext(http=http, store=_NoStore(), attempt_at=_now())
+        started = _now()
+        outcome = await adapter.send(ctx, ch, _message(adapter, ch))
+    assert isinstance(outcome, Retry), outcome
+    assert (_now() - started).total_seconds() < 1.5
+
+
 async def test_a_refused_connection_is_a_retry_naming_no_secret(row: Row) -> None:
     if row.kind == "apprise":
         pytest.importorskip("apprise")

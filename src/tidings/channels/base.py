@@ -107,8 +107,11 @@ class Adapter(ABC):
     kind = _FromSpec(lambda spec: spec.kind)
     #: Config keys holding secrets: never shown in reads, logs or errors.
     secret_fields = _FromSpec(lambda spec: spec.secret_fields)
-    #: True when a send is a single `HttpClient.post`, whose total timeout already bounds
-    #: it: the dispatcher then sets no timer of its own (one per send costs ~5 µs).
+    #: A promise that a send is one `HttpClient.post`, whose own timeout ends it at
+    #: `timeout_s`: the dispatcher then sets no timer of its own (a timer per send is a
+    #: measurable share of a send), and a claim may start sends until the lease's end minus
+    #: `timeout_s` rather than minus the guard's grace too. The channel conformance suite
+    #: holds every kind that makes it to it.
     bounded_by_http_timeout: ClassVar[bool] = False
 
     # -- configuration --------------------------------------------------------------------
