@@ -42,6 +42,7 @@ from tidings.channels.chat import scrub_secrets
 from tidings.channels.http import MAX_ERROR_CHARS, outcome_for_exception, scrub
 from tidings.channels.netguard import BlockedAddress, Network, is_allowed
 from tidings.core.errors import ValidationError
+from tidings.core.kinds import ConfigField, FieldType, KindSpec
 from tidings.core.model import Channel, Event
 from tidings.core.outcome import Delivered, Outcome, Partial, Reason, Reject, Retry
 from tidings.core.text import truncate_chars
@@ -109,6 +110,23 @@ class AppriseAdapter(Adapter):
         size_unit="chars",
         default_rate_per_min=DEFAULT_RATE_PER_MIN,
         flavour=Flavour.TEXT.value,
+    )
+    spec: ClassVar[KindSpec] = KindSpec(
+        kind="apprise",
+        description="Any service Apprise supports (needs the apprise extra)",
+        fields=(
+            ConfigField(
+                "urls",
+                FieldType.STRING_LIST,
+                "Apprise URLs; they carry the services' credentials",
+                required=True,
+                secret=True,
+                label="Apprise URLs",
+            ),
+        ),
+        flavour=Flavour.TEXT.value,
+        default_rate_per_min=DEFAULT_RATE_PER_MIN,
+        max_text_chars=DEFAULT_MAX_CHARS,
     )
     #: Stored as one space-separated string, so reads mask it like any secret.
     secret_fields: ClassVar[tuple[str, ...]] = ("urls",)

@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any, ClassVar, Protocol
 
 from tidings.channels.http import HttpClient
+from tidings.core.kinds import KindSpec
 from tidings.core.model import Channel, Event
 from tidings.core.outcome import Outcome
 
@@ -98,6 +99,8 @@ class SendContext:
 class Adapter(ABC):
     kind: ClassVar[str]
     limits: ClassVar[Limits]
+    #: The kind's declaration: config fields, size limit, flavour, default rate.
+    spec: ClassVar[KindSpec]
     #: Config keys holding secrets: never shown in reads, logs or errors.
     secret_fields: ClassVar[tuple[str, ...]] = ()
     #: True when a send is a single `HttpClient.post`, whose total timeout already bounds

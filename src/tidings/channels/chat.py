@@ -18,11 +18,30 @@ from urllib.parse import urlsplit
 from tidings.channels.base import Adapter, Message, SendContext, Target
 from tidings.channels.http import HttpResponse, classify, outcome_for_exception
 from tidings.core.errors import ValidationError
+from tidings.core.kinds import ConfigField, FieldType
 from tidings.core.model import Channel, Event
 from tidings.core.outcome import Delivered, Outcome
 from tidings.core.text import truncate_chars, truncate_utf8
 from tidings.redact import mask
 from tidings.render import Flavour, RenderError, default_renderer
+
+#: The keyed webhook URL most robots are addressed by; it is their credential.
+WEBHOOK_URL = ConfigField(
+    "webhook_url",
+    FieldType.URL,
+    "The robot's full webhook URL, key included (copy it whole)",
+    required=True,
+    secret=True,
+    label="Webhook URL",
+)
+#: A robot's optional signing secret (DingTalk 加签, Feishu 签名校验).
+SIGNING_SECRET = ConfigField(
+    "secret",
+    FieldType.STRING,
+    "The robot's signing secret, when signing is switched on",
+    secret=True,
+    label="Signing secret",
+)
 
 
 class ChatAdapter(Adapter):

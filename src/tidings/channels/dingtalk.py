@@ -19,9 +19,10 @@ from typing import Any, ClassVar, Final
 from urllib.parse import parse_qs, quote, urlsplit
 
 from tidings.channels.base import Limits, Message, SendContext, Target
-from tidings.channels.chat import ChatAdapter, fit_body
+from tidings.channels.chat import SIGNING_SECRET, WEBHOOK_URL, ChatAdapter, fit_body
 from tidings.channels.http import MAX_ERROR_CHARS, HttpResponse, StatusRule
 from tidings.core.errors import ValidationError
+from tidings.core.kinds import KindSpec
 from tidings.core.model import Channel, Event
 from tidings.core.outcome import Delivered, Outcome, RateLimited, Reason, Reject, Retry
 from tidings.core.states import AttemptStatus
@@ -84,6 +85,14 @@ class DingtalkAdapter(ChatAdapter):
         size_unit="bytes",
         default_rate_per_min=DEFAULT_RATE_PER_MIN,
         flavour=Flavour.DINGTALK_MARKDOWN.value,
+    )
+    spec: ClassVar[KindSpec] = KindSpec(
+        kind="dingtalk",
+        description="A DingTalk (钉钉) custom robot",
+        fields=(WEBHOOK_URL, SIGNING_SECRET),
+        flavour=Flavour.DINGTALK_MARKDOWN.value,
+        default_rate_per_min=DEFAULT_RATE_PER_MIN,
+        max_body_bytes=MAX_BODY_BYTES,
     )
     secret_fields: ClassVar[tuple[str, ...]] = ("webhook_url", "secret")
 

@@ -18,7 +18,7 @@ from typing import Any, ClassVar, Final
 from urllib.parse import urlsplit, urlunsplit
 
 from tidings.channels.base import Limits
-from tidings.channels.chat import ChatAdapter
+from tidings.channels.chat import WEBHOOK_URL, ChatAdapter
 from tidings.channels.http import (
     MAX_ERROR_CHARS,
     HttpResponse,
@@ -28,6 +28,7 @@ from tidings.channels.http import (
     rule_for,
 )
 from tidings.core.errors import ValidationError
+from tidings.core.kinds import KindSpec
 from tidings.core.model import Channel
 from tidings.core.outcome import Delivered, Outcome, RateLimited, Reason, Reject, Retry
 from tidings.core.retry import parse_retry_after
@@ -76,6 +77,14 @@ class DiscordAdapter(ChatAdapter):
         size_unit="chars",
         default_rate_per_min=DEFAULT_RATE_PER_MIN,
         flavour=Flavour.DISCORD_MARKDOWN.value,
+    )
+    spec: ClassVar[KindSpec] = KindSpec(
+        kind="discord",
+        description="A Discord channel webhook",
+        fields=(WEBHOOK_URL,),
+        flavour=Flavour.DISCORD_MARKDOWN.value,
+        default_rate_per_min=DEFAULT_RATE_PER_MIN,
+        max_text_chars=MAX_CONTENT_CHARS,
     )
 
     def validate_config(self, config: dict[str, Any]) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from tidings.channels.chat import scrub_secrets
 from tidings.channels.http import MAX_ERROR_CHARS
 from tidings.channels.netguard import BlockedAddress, Network, is_allowed
 from tidings.core.errors import ValidationError
+from tidings.core.kinds import ConfigField, FieldType, KindSpec
 from tidings.core.model import Channel, Event
 from tidings.core.outcome import Delivered, Outcome, Partial, Reason, Reject, Retry
 from tidings.core.states import AttemptStatus
@@ -92,6 +93,54 @@ class EmailAdapter(Adapter):
         size_unit="bytes",
         default_rate_per_min=DEFAULT_RATE_PER_MIN,
         flavour=Flavour.HTML.value,
+    )
+    spec: ClassVar[KindSpec] = KindSpec(
+        kind="email",
+        description="Email through an SMTP server (HTML and text parts)",
+        fields=(
+            ConfigField(
+                "host",
+                FieldType.STRING,
+                "SMTP server host name or IP",
+                required=True,
+                label="SMTP host",
+            ),
+            ConfigField(
+                "port",
+                FieldType.INTEGER,
+                "SMTP port; 587, 465 or 25 by security",
+                minimum=1,
+                maximum=65535,
+            ),
+            ConfigField(
+                "security",
+                FieldType.CHOICE,
+                "How the connection is protected",
+                default="starttls",
+                choices=tuple(SECURITY_PORTS),
+            ),
+            ConfigField("username", FieldType.STRING, "SMTP login, when the server wants one"),
+            ConfigField("password", FieldType.STRING, "SMTP password", secret=True),
+            ConfigField("sender", FieldType.STRING, "The From address", required=True),
+            ConfigField("recipients", FieldType.STRING_LIST, "The To addresses", required=True),
+            ConfigField(
+                "verify",
+                FieldType.BOOLEAN,
+                "Check the server's TLS certificate",
+                default=True,
+                label="Verify TLS",
+            ),
+            ConfigField(
+                "ca_file",
+                FieldType.STRING,
+                "A CA bundle to verify the server with",
+                label="CA file",
+            ),
+            ConfigField("helo_name", FieldType.STRING, "The name given in EHLO", label="HELO name"),
+        ),
+        flavour=Flavour.HTML.value,
+        default_rate_per_min=DEFAULT_RATE_PER_MIN,
+        max_body_bytes=MAX_MESSAGE_BYTES,
     )
     secret_fields: ClassVar[tuple[str, ...]] = ("password",)
 

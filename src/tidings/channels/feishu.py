@@ -21,7 +21,7 @@ from typing import Any, ClassVar, Final
 from urllib.parse import urlsplit
 
 from tidings.channels.base import Limits, Message, Target
-from tidings.channels.chat import ChatAdapter, fit_body
+from tidings.channels.chat import SIGNING_SECRET, WEBHOOK_URL, ChatAdapter, fit_body
 from tidings.channels.http import (
     MAX_ERROR_CHARS,
     HttpResponse,
@@ -29,6 +29,7 @@ from tidings.channels.http import (
     classify,
 )
 from tidings.core.errors import ValidationError
+from tidings.core.kinds import KindSpec
 from tidings.core.model import Channel, Event
 from tidings.core.outcome import Delivered, Outcome, RateLimited, Reason, Reject, Retry
 from tidings.core.states import AttemptStatus
@@ -90,6 +91,14 @@ class FeishuAdapter(ChatAdapter):
         size_unit="bytes",
         default_rate_per_min=DEFAULT_RATE_PER_MIN,
         flavour=Flavour.FEISHU_MARKDOWN.value,
+    )
+    spec: ClassVar[KindSpec] = KindSpec(
+        kind="feishu",
+        description="A Feishu / Lark custom bot (v2 webhook)",
+        fields=(WEBHOOK_URL, SIGNING_SECRET),
+        flavour=Flavour.FEISHU_MARKDOWN.value,
+        default_rate_per_min=DEFAULT_RATE_PER_MIN,
+        max_body_bytes=MAX_BODY_BYTES,
     )
     secret_fields: ClassVar[tuple[str, ...]] = ("webhook_url", "secret")
 

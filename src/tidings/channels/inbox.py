@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from tidings.channels.base import Adapter, Limits, Message, SendContext, Target
+from tidings.core.kinds import KindSpec
 from tidings.core.model import Channel, Event
 from tidings.core.outcome import Delivered, Outcome
 from tidings.core.text import truncate_chars
@@ -29,6 +30,13 @@ def event_text(event: Event) -> str:
 class InboxAdapter(Adapter):
     kind: ClassVar[str] = "inbox"
     limits: ClassVar[Limits] = Limits(max_message_size=65_536, size_unit="chars")
+    spec: ClassVar[KindSpec] = KindSpec(
+        kind="inbox",
+        description="Stored here and shown in the admin UI's inbox",
+        fields=(),
+        flavour="text",
+        max_text_chars=65_536,
+    )
 
     def render(
         self,

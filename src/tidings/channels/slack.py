@@ -15,7 +15,7 @@ from typing import Any, ClassVar, Final
 from urllib.parse import urlsplit
 
 from tidings.channels.base import Limits
-from tidings.channels.chat import ChatAdapter
+from tidings.channels.chat import WEBHOOK_URL, ChatAdapter
 from tidings.channels.http import (
     MAX_ERROR_CHARS,
     HttpResponse,
@@ -24,6 +24,7 @@ from tidings.channels.http import (
     header,
 )
 from tidings.core.errors import ValidationError
+from tidings.core.kinds import KindSpec
 from tidings.core.model import Channel
 from tidings.core.outcome import Delivered, Outcome, RateLimited, Reason, Reject, Retry
 from tidings.core.retry import parse_retry_after
@@ -79,6 +80,14 @@ class SlackAdapter(ChatAdapter):
         size_unit="chars",
         default_rate_per_min=DEFAULT_RATE_PER_MIN,
         flavour=Flavour.SLACK_MRKDWN.value,
+    )
+    spec: ClassVar[KindSpec] = KindSpec(
+        kind="slack",
+        description="A Slack incoming webhook",
+        fields=(WEBHOOK_URL,),
+        flavour=Flavour.SLACK_MRKDWN.value,
+        default_rate_per_min=DEFAULT_RATE_PER_MIN,
+        max_text_chars=MAX_SECTION_CHARS,
     )
 
     def validate_config(self, config: dict[str, Any]) -> dict[str, Any]:

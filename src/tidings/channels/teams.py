@@ -18,7 +18,7 @@ from typing import Any, ClassVar, Final
 from urllib.parse import parse_qs, urlsplit
 
 from tidings.channels.base import Limits, Message, Target
-from tidings.channels.chat import ChatAdapter
+from tidings.channels.chat import WEBHOOK_URL, ChatAdapter
 from tidings.channels.http import (
     MAX_ERROR_CHARS,
     HttpResponse,
@@ -28,6 +28,7 @@ from tidings.channels.http import (
     rule_for,
 )
 from tidings.core.errors import ValidationError
+from tidings.core.kinds import KindSpec
 from tidings.core.model import Channel, Event
 from tidings.core.outcome import Delivered, Outcome, RateLimited, Reason, Reject, Retry
 from tidings.core.retry import parse_retry_after
@@ -90,6 +91,14 @@ class TeamsAdapter(ChatAdapter):
         size_unit="bytes",
         default_rate_per_min=DEFAULT_RATE_PER_MIN,
         flavour=Flavour.TEAMS_MARKDOWN.value,
+    )
+    spec: ClassVar[KindSpec] = KindSpec(
+        kind="teams",
+        description="A Microsoft Teams workflow webhook (Adaptive Card)",
+        fields=(WEBHOOK_URL,),
+        flavour=Flavour.TEAMS_MARKDOWN.value,
+        default_rate_per_min=DEFAULT_RATE_PER_MIN,
+        max_body_bytes=MAX_BODY_BYTES,
     )
 
     def validate_config(self, config: dict[str, Any]) -> dict[str, Any]:

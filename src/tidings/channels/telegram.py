@@ -30,6 +30,7 @@ from tidings.channels.http import (
     outcome_for_exception,
 )
 from tidings.core.errors import ValidationError
+from tidings.core.kinds import ConfigField, FieldType, KindSpec
 from tidings.core.model import Channel
 from tidings.core.outcome import Delivered, Outcome, RateLimited, Reason, Reject, Retry
 from tidings.core.retry import parse_retry_after
@@ -75,6 +76,35 @@ class TelegramAdapter(ChatAdapter):
         size_unit="chars",
         default_rate_per_min=DEFAULT_RATE_PER_MIN,
         flavour=Flavour.TELEGRAM_MARKDOWN_V2.value,
+    )
+    spec: ClassVar[KindSpec] = KindSpec(
+        kind="telegram",
+        description="A Telegram bot posting to a chat, group or channel",
+        fields=(
+            ConfigField(
+                "bot_token",
+                FieldType.STRING,
+                "The token @BotFather gave (digits:letters)",
+                required=True,
+                secret=True,
+            ),
+            ConfigField(
+                "chat_id",
+                FieldType.STRING,
+                "A numeric chat id or a @channelusername",
+                required=True,
+                label="Chat id",
+            ),
+            ConfigField(
+                "api_base",
+                FieldType.URL,
+                "The Bot API server; the public one when absent",
+                label="API base URL",
+            ),
+        ),
+        flavour=Flavour.TELEGRAM_MARKDOWN_V2.value,
+        default_rate_per_min=DEFAULT_RATE_PER_MIN,
+        max_utf16_units=MAX_TEXT_UTF16,
     )
     secret_fields: ClassVar[tuple[str, ...]] = ("bot_token",)
     # A migrated chat costs a config write and a second post: the dispatcher's guard stays.

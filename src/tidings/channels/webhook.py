@@ -15,6 +15,7 @@ from tidings.channels.base import Adapter, Limits, Message, SendContext, Target
 from tidings.channels.http import classify, outcome_for_exception
 from tidings.core import jsontext
 from tidings.core.errors import ValidationError
+from tidings.core.kinds import ConfigField, FieldType, KindSpec
 from tidings.core.model import Channel, Event, event_document
 from tidings.core.outcome import Outcome
 from tidings.core.text import MARKER, truncate_utf8
@@ -33,6 +34,38 @@ class WebhookAdapter(Adapter):
     kind: ClassVar[str] = "webhook"
     limits: ClassVar[Limits] = Limits(
         max_message_size=DEFAULT_MAX_BODY_BYTES, size_unit="bytes", flavour="json"
+    )
+    spec: ClassVar[KindSpec] = KindSpec(
+        kind="webhook",
+        description="Any HTTPS endpoint: the event as JSON, signed per Standard Webhooks",
+        fields=(
+            ConfigField(
+                "url", FieldType.URL, "Where the JSON is POSTed", required=True, label="URL"
+            ),
+            ConfigField(
+                "secret",
+                FieldType.STRING,
+                "Signing secret, whsec_ + base64 (Standard Webhooks); unsigned when absent",
+                secret=True,
+                label="Signing secret",
+            ),
+            ConfigField(
+                "headers",
+                FieldType.STRING_MAP,
+                "Extra request headers (not Content-Type or webhook-*)",
+                label="Extra headers",
+            ),
+            ConfigField(
+                "max_body_bytes",
+                FieldType.INTEGER,
+                "The largest body the receiver takes",
+                default=DEFAULT_MAX_BODY_BYTES,
+                minimum=_MIN_BODY_BYTES,
+                maximum=_MAX_BODY_BYTES,
+            ),
+        ),
+        flavour="json",
+        max_body_bytes=DEFAULT_MAX_BODY_BYTES,
     )
     secret_fields: ClassVar[tuple[str, ...]] = ("secret",)
     bounded_by_http_timeout: ClassVar[bool] = True

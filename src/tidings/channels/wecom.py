@@ -15,9 +15,10 @@ from typing import Any, ClassVar, Final
 from urllib.parse import parse_qs, urlsplit
 
 from tidings.channels.base import Limits
-from tidings.channels.chat import ChatAdapter
+from tidings.channels.chat import WEBHOOK_URL, ChatAdapter
 from tidings.channels.http import MAX_ERROR_CHARS, HttpResponse, StatusRule
 from tidings.core.errors import ValidationError
+from tidings.core.kinds import KindSpec
 from tidings.core.model import Channel
 from tidings.core.outcome import Delivered, Outcome, RateLimited, Reason, Reject, Retry
 from tidings.core.states import AttemptStatus
@@ -66,6 +67,14 @@ class WecomAdapter(ChatAdapter):
         size_unit="bytes",
         default_rate_per_min=DEFAULT_RATE_PER_MIN,
         flavour=Flavour.WECOM_MARKDOWN.value,
+    )
+    spec: ClassVar[KindSpec] = KindSpec(
+        kind="wecom",
+        description="A WeCom (企业微信) group robot",
+        fields=(WEBHOOK_URL,),
+        flavour=Flavour.WECOM_MARKDOWN.value,
+        default_rate_per_min=DEFAULT_RATE_PER_MIN,
+        max_text_bytes=MAX_CONTENT_BYTES,
     )
 
     def validate_config(self, config: dict[str, Any]) -> dict[str, Any]:
