@@ -40,6 +40,17 @@ class ServerUnavailable(Exception):
     """The server could not be reached, or answered with an error other than auth."""
 
 
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """A redirect is an error: following it would carry the bearer token elsewhere."""
+
+    def redirect_request(self, *_args: Any, **_kwargs: Any) -> None:
+        return None
+
+
+#: No proxies from the environment and no redirects: the token goes to the server only.
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirects())
+
+
 class _NoDatabase:
     """A remote worker has no database: the inbox is never leased to it, and a provider's
     config change (Telegram's migrate_to_chat_id) is logged for an operator to apply."""
@@ -153,7 +164,7 @@ class RemoteWorker:
             headers={"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"},
         )
         try:
-            with urllib.request.urlopen(request, timeout=SERVER_TIMEOUT_S) as response:
+            with _OPENER.open(request, timeout=SERVER_TIMEOUT_S) as response:
                 return json.loads(response.read())
         except urllib.error.HTTPError as error:
             message = _error_message(error)

@@ -1,12 +1,13 @@
 """A small channel kind that declares one config field of every type, for the tests of what
-is generated from a declaration (checks, the kinds route, the admin UI's form)."""
+is generated from a declaration (checks, the kinds route, the admin UI's form), and a kind
+that declares nothing. Neither is ever sent through a dispatcher."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from tidings.channels.base import Adapter, Limits, Message, SendContext, Target
+from tidings.channels.base import Adapter, Message, SendContext, Target
 from tidings.channels.inbox import InboxAdapter
 from tidings.channels.registry import Registry
 from tidings.core.kinds import ConfigField, FieldType, KindSpec, check_config
@@ -18,9 +19,6 @@ TOKEN = "tiny-token-0123456789abcdef"
 
 class TinyAdapter(Adapter):
     kind: ClassVar[str] = "tiny"
-    limits: ClassVar[Limits] = Limits(
-        max_message_size=500, size_unit="chars", default_rate_per_min=7.0
-    )
     spec: ClassVar[KindSpec] = KindSpec(
         kind="tiny",
         description="A kind made for tests",
@@ -64,7 +62,6 @@ class BareAdapter(Adapter):
     """A plugin kind that declares nothing: its config is whatever JSON object it is given."""
 
     kind: ClassVar[str] = "bare"
-    limits: ClassVar[Limits] = TinyAdapter.limits
     render = TinyAdapter.render
     send = TinyAdapter.send
 
