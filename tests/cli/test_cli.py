@@ -203,8 +203,9 @@ def test_channel_kinds_come_from_the_declarations(capsys: pytest.CaptureFixture[
     assert code == 0
     wecom = next(line for line in out.splitlines() if "wecom" in line)
     assert "4096 text bytes" in wecom
-    assert "18" in wecom
+    assert " 18 " in wecom
     assert "webhook_url* (secret)" in wecom
+    assert "(secret)" in out
     assert "* required" in out
 
 

@@ -7,7 +7,7 @@ import json
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
+from rich.table import Column, Table
 
 from tidings import views
 from tidings.bootstrap import Runtime, default_registry
@@ -144,13 +144,22 @@ def channel_kinds(as_json: JsonFlag = False) -> None:
     if as_json:
         print_json(views.kinds(specs))
         return
-    table = Table("kind", "size limit", "default rate/min", "markup", "config fields")
-    for spec in specs:
-        table.add_row(
-            spec.kind, _limit(spec), f"{spec.default_rate_per_min:g}", spec.flavour, _fields(spec)
-        )
+    rows = [
+        (spec.kind, _limit(spec), f"{spec.default_rate_per_min:g}", spec.flavour, _fields(spec))
+        for spec in specs
+    ]
+    widest = max((len(line) for row in rows for line in row[4].splitlines()), default=4)
+    table = Table(
+        Column("kind", no_wrap=True),
+        Column("size limit", no_wrap=True),
+        Column("rate/min", justify="right", no_wrap=True),
+        Column("markup", overflow="fold"),
+        Column("config fields", min_width=widest, no_wrap=True),  # names are never cut
+    )
+    for row in rows:
+        table.add_row(*row)
     console.print(table)
-    typer.echo("* required; (secret) write-only, shown masked. --json gives each field's type.")
+    typer.echo("* required; (secret): write-only, read back masked. --json has each field's type.")
 
 
 def _limit(spec: KindSpec) -> str:
@@ -163,4 +172,4 @@ def _fields(spec: KindSpec) -> str:
         f.name + ("*" if f.required else "") + (" (secret)" if f.secret else "")
         for f in spec.fields
     ]
-    return ", ".join(marks) or "none"
+    return "\n".join(marks) or "none"
