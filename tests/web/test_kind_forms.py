@@ -32,7 +32,7 @@ async def tiny_ui(db_url: str) -> AsyncIterator[Ui]:
 
 def control(page: str, name: str) -> str:
     """The HTML of the input, select or textarea named `name` (the first one)."""
-    found = re.search(rf'<(input|select|textarea) name="{name}"[^>]*>', page)
+    found = re.search(rf'<(input|select|textarea)\b[^>]*\bname="{name}"[^>]*>', page)
     assert found, name
     return found.group(0)
 
