@@ -3,23 +3,25 @@ admin UI, CLI): the generic fields, a known kind, the config as its adapter chec
 kind's default rate, template overrides compiled, and a timeout the lease can hold (C5).
 
 Service level: imports the channel registry, tidings.render, tidings.redact and tidings.core.
+The adapters, the renderer and the dispatcher's lease rule load on the first check, not on
+`import tidings`: code that only publishes never needs them (nor aiohttp, which they pull in).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tidings.channels.base import Adapter
-from tidings.channels.registry import Registry
 from tidings.core import validate
 from tidings.core.errors import ConfigError, ValidationError
 from tidings.core.kinds import KindSpec
 from tidings.core.model import Channel, ChannelSpec
-from tidings.dispatch.dispatcher import LEASE_TIMEOUT_FACTOR
 from tidings.redact import keep_unchanged_secrets
-from tidings.render import default_renderer
+
+if TYPE_CHECKING:
+    from tidings.channels.base import Adapter
+    from tidings.channels.registry import Registry
 
 #: The lease a Hub assumes when it is not told (TIDINGS_LEASE_S's default).
 DEFAULT_LEASE_S = 120.0
@@ -39,11 +41,20 @@ def secret_fields(adapter: Adapter) -> tuple[str, ...]:
 class ChannelRules:
     """Turns loose channel fields into a checked ChannelSpec, or raises ValidationError."""
 
-    def __init__(self, registry: Registry, lease_s: float = DEFAULT_LEASE_S) -> None:
+    def __init__(self, registry: Registry | None = None, lease_s: float = DEFAULT_LEASE_S) -> None:
+        """`registry` None: the built-in kinds and the installed plugins, on first use."""
         if not lease_s > 0:
             raise ConfigError(f"the lease must be longer than 0 s, not {lease_s!r}")
-        self.registry = registry
+        self._registry = registry
         self.lease_s = lease_s
+
+    @property
+    def registry(self) -> Registry:
+        if self._registry is None:
+            from tidings.channels.registry import Registry
+
+            self._registry = Registry.default()
+        return self._registry
 
     def new(self, fields: Mapping[str, Any]) -> ChannelSpec:
         """A new channel: `rate_per_min` absent (or None) takes the kind's default."""
@@ -70,6 +81,8 @@ class ChannelRules:
         return self._checked(adapter, validate.channel_update(current.spec(), **changes))
 
     def _checked(self, adapter: Adapter, spec: ChannelSpec) -> ChannelSpec:
+        from tidings.render import default_renderer
+
         config = adapter.validate_config(dict(spec.config))
         # Overrides are compiled (and tried on a sample event) when saved, not at send time.
         templates = default_renderer().validate_templates(spec.templates)
@@ -78,6 +91,8 @@ class ChannelRules:
 
     def check_timeout(self, timeout_s: float) -> None:
         """C5: the lease must outlast the slowest send by a wide margin."""
+        from tidings.dispatch.dispatcher import LEASE_TIMEOUT_FACTOR
+
         if timeout_s * LEASE_TIMEOUT_FACTOR > self.lease_s:
             raise ValidationError(
                 "timeout_s",

@@ -16,7 +16,6 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tidings.channel_rules import DEFAULT_LEASE_S, ChannelRules
-from tidings.channels.registry import Registry
 from tidings.core import validate
 from tidings.core.model import (
     Channel,
@@ -33,6 +32,8 @@ from tidings.store.clock import AppClock, utc_now
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection
+
+    from tidings.channels.registry import Registry
 
 EventLike = EventInput | Mapping[str, Any]
 
@@ -94,7 +95,7 @@ class Hub:
         registry: Registry | None = None,
         lease_s: float = DEFAULT_LEASE_S,
     ) -> None:
-        rules = ChannelRules(registry if registry is not None else Registry.default(), lease_s)
+        rules = ChannelRules(registry, lease_s)
         self.store = Store(url, clock=clock)
         self.channels = Channels(self.store, rules)
 

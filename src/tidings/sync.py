@@ -13,7 +13,6 @@ from collections.abc import Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tidings.channel_rules import DEFAULT_LEASE_S
-from tidings.channels.registry import Registry
 from tidings.core import validate
 from tidings.core.model import (
     Channel,
@@ -29,6 +28,8 @@ from tidings.store.clock import AppClock, utc_now
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
+
+    from tidings.channels.registry import Registry
 
 T = TypeVar("T")
 
