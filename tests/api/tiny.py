@@ -62,6 +62,9 @@ class BareAdapter(Adapter):
     """A plugin kind that declares nothing: its config is whatever JSON object it is given."""
 
     kind: ClassVar[str] = "bare"
+
+    def validate_config(self, config: dict[str, Any]) -> dict[str, Any]:
+        return dict(config)  # nothing declared, nothing to check against
     render = TinyAdapter.render
     send = TinyAdapter.send
 
