@@ -11,6 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tidings.core.kinds import FieldType, SizeUnit
+
 Severity = Literal["info", "low", "medium", "high", "critical"]
 State = Literal["pending", "sending", "sent", "failed", "skipped"]
 MAX_ID = 2**62
@@ -198,7 +200,7 @@ class ConfigFieldOut(BaseModel):
     """One key of a channel's `config`, as its kind declares it."""
 
     name: str
-    type: Literal["string", "url", "integer", "boolean", "choice", "string_list", "string_map"]
+    type: FieldType
     description: str
     required: bool
     secret: bool = Field(description="Write-only: read back masked, never logged")
@@ -209,9 +211,9 @@ class ConfigFieldOut(BaseModel):
 
 
 class SizeLimitOut(BaseModel):
-    name: Literal["max_text_bytes", "max_text_chars", "max_utf16_units", "max_body_bytes"]
+    name: str = Field(description="`max_` + the unit, e.g. `max_text_bytes`")
     amount: int
-    unit: Literal["text_bytes", "text_chars", "utf16_units", "body_bytes"]
+    unit: SizeUnit
 
 
 class KindOut(BaseModel):

@@ -77,7 +77,7 @@ def _input(field: ConfigField) -> Field:
     return Field(
         name=field.name,
         label=field.title,
-        input=INPUTS[field.type],
+        input=INPUTS.get(field.type, "text"),  # a type without an input of its own: text
         required=field.required,
         options=_options(field),
         help=help,
