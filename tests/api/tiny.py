@@ -65,6 +65,7 @@ class BareAdapter(Adapter):
 
     def validate_config(self, config: dict[str, Any]) -> dict[str, Any]:
         return dict(config)  # nothing declared, nothing to check against
+
     render = TinyAdapter.render
     send = TinyAdapter.send
 
