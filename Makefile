@@ -25,9 +25,11 @@ bench: $(STAMP)
 bench-quick: $(STAMP)
 	$(BIN)/python -m bench --quick
 
+# ruff, then the layer contracts of pyproject.toml's [tool.importlinter] (STYLE.md's layers).
 lint: $(STAMP)
 	$(BIN)/ruff check src tests
 	$(BIN)/ruff format --check src tests
+	$(BIN)/lint-imports
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

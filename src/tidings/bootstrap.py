@@ -1,8 +1,13 @@
-"""The composition root: settings in, a wired runtime out (store, hub, registry, service)."""
+"""The composition root: settings in, a wired runtime out (hub, registry, service, metrics),
+plus the database upgrade and the remote worker the CLI starts.
+
+Imports tidings.config, the service level (hub, service, dispatch, remote) and the channel
+registry; the entry points above it import this, never the reverse.
+"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
@@ -12,6 +17,7 @@ from tidings.config import Settings
 from tidings.dispatch import Dispatcher, DispatcherConfig
 from tidings.hub import Hub
 from tidings.metrics import Metrics
+from tidings.remote import RemoteWorker
 from tidings.service import Service
 
 
@@ -19,9 +25,15 @@ from tidings.service import Service
 class Runtime:
     settings: Settings
     hub: Hub
-    registry: Registry
     service: Service
-    metrics: Metrics
+
+    @property
+    def registry(self) -> Registry:
+        return self.hub.registry
+
+    @property
+    def metrics(self) -> Metrics:
+        return self.service.metrics
 
     def dispatcher(self) -> Dispatcher:
         return Dispatcher(
@@ -45,19 +57,49 @@ def dispatcher_config(settings: Settings) -> DispatcherConfig:
     )
 
 
+def default_registry() -> Registry:
+    """The built-in channel kinds and the installed plugins."""
+    return Registry.default()
+
+
 @asynccontextmanager
 async def runtime(settings: Settings, *, migrate: bool = True) -> AsyncIterator[Runtime]:
-    hub = Hub(settings.db)
+    hub = Hub(settings.db, registry=default_registry(), lease_s=settings.lease_s)
     try:
         if migrate:
             await hub.migrate()
-        registry = Registry.default()
         service = Service(
             hub,
-            registry,
-            lease_s=settings.lease_s,
             allowed_networks=parse_networks(settings.allowed_private_networks),
+            metrics=Metrics(hub.store),
         )
-        yield Runtime(settings, hub, registry, service, Metrics(hub.store))
+        yield Runtime(settings, hub, service)
     finally:
         await hub.close()
+
+
+async def upgrade(settings: Settings) -> None:
+    """Apply the database migrations."""
+    async with runtime(settings, migrate=True):
+        pass
+
+
+def remote_worker(
+    settings: Settings,
+    server: str,
+    token: str,
+    kinds: Sequence[str] | None,
+    tenants: Sequence[str] | None,
+) -> RemoteWorker:
+    """A worker that leases from `server` over HTTP and needs no database (W4)."""
+    return RemoteWorker(
+        server,
+        token,
+        default_registry(),
+        worker_id=settings.worker_id,
+        kinds=kinds,
+        tenants=tenants,
+        poll_interval_s=settings.poll_interval_s,
+        concurrency=settings.concurrency,
+        allowed_networks=parse_networks(settings.allowed_private_networks),
+    )

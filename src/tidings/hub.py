@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy.ext.asyncio import AsyncConnection
-
+from tidings.channel_rules import DEFAULT_LEASE_S, ChannelRules
 from tidings.core import validate
 from tidings.core.model import (
     Channel,
@@ -32,6 +31,11 @@ from tidings.store import Store
 from tidings.store.clock import AppClock, utc_now
 from tidings.store.notify import LocalNotifier
 
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncConnection
+
+    from tidings.channels.registry import Registry
+
 EventLike = EventInput | Mapping[str, Any]
 
 
@@ -40,13 +44,18 @@ def as_input(item: EventLike) -> EventInput:
 
 
 class Channels:
-    """Channel management: `hub.channels.create(...)`, `.update`, `.enable`, `.disable`, …"""
+    """Channel management: `hub.channels.create(...)`, `.update`, `.enable`, `.disable`, …
 
-    def __init__(self, store: Store) -> None:
+    Create and update check everything a channel must satisfy (`ChannelRules`): the same
+    check whether the library, the API, the admin UI or the CLI asks."""
+
+    def __init__(self, store: Store, rules: ChannelRules) -> None:
         self._store = store
+        self.rules = rules
 
     async def create(self, **fields: Any) -> Channel:
-        return await self._store.create_channel(validate.channel_spec(**fields))
+        """A new channel; `rate_per_min` defaults to the kind's own (e.g. 18 for wecom)."""
+        return await self._store.create_channel(self.rules.new(fields))
 
     async def get(self, channel_id: int) -> Channel:
         return await self._store.get_channel(channel_id)
@@ -58,9 +67,9 @@ class Channels:
         return await self._store.list_channels()
 
     async def update(self, channel_id: int, **changes: Any) -> Channel:
+        """Change some fields; a secret given as its mask (`••••1234`) keeps the stored one."""
         current = await self._store.get_channel(channel_id)
-        spec = validate.channel_update(current.spec(), **changes)
-        return await self._store.update_channel(channel_id, spec)
+        return await self._store.update_channel(channel_id, self.rules.update(current, changes))
 
     async def enable(self, channel_id: int) -> Channel:
         return await self._store.enable_channel(channel_id)
@@ -73,11 +82,33 @@ class Channels:
 
 
 class Hub:
-    def __init__(self, url: str, *, clock: AppClock = utc_now) -> None:
+    """The library's entry point over one database.
+
+    `registry` holds the channel kinds (the built-ins and installed plugins by default);
+    `lease_s` is the dispatchers' lease, which a channel's `timeout_s` must fit (C5).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        clock: AppClock = utc_now,
+        registry: Registry | None = None,
+        lease_s: float = DEFAULT_LEASE_S,
+    ) -> None:
+        rules = ChannelRules(registry, lease_s)
         #: In-process wake-ups: a dispatcher of this process subscribes (W2).
         self.notifier = LocalNotifier()
         self.store = Store(url, clock=clock, on_work=self.notifier.announce)
-        self.channels = Channels(self.store)
+        self.channels = Channels(self.store, rules)
+
+    @property
+    def registry(self) -> Registry:
+        return self.channels.rules.registry
+
+    @property
+    def lease_s(self) -> float:
+        return self.channels.rules.lease_s
 
     async def __aenter__(self) -> Hub:
         return self

@@ -3,18 +3,24 @@
 It leases rendered messages from a tidings server over HTTP, sends them with the same channel
 adapters a local dispatcher uses, and reports each outcome; the server writes the state
 transitions, fenced by the lease token.
+
+Talks to its server with the standard library's HTTP client in a worker thread: a lease and a
+report per poll need no connection pool, and outbound HTTP libraries stay inside
+tidings.channels, whose guarded client is for channel targets, not for the operator's own
+server. Service level: imports the channel adapters, tidings.dispatch and tidings.core.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
+import urllib.error
+import urllib.request
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
-
-import aiohttp
 
 from tidings.channels.base import SendContext
 from tidings.channels.http import HttpClient
@@ -26,6 +32,23 @@ from tidings.dispatch.report import SendResult
 from tidings.dispatch.sending import send
 
 log = logging.getLogger("tidings.remote")
+#: How long one call to the server may take.
+SERVER_TIMEOUT_S = 60.0
+
+
+class ServerUnavailable(Exception):
+    """The server could not be reached, or answered with an error other than auth."""
+
+
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """A redirect is an error: following it would carry the bearer token elsewhere."""
+
+    def redirect_request(self, *_args: Any, **_kwargs: Any) -> None:
+        return None
+
+
+#: No proxies from the environment and no redirects: the token goes to the server only.
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirects())
 
 
 class _NoDatabase:
@@ -76,22 +99,17 @@ class RemoteWorker:
         self._stopping.set()
 
     async def run(self) -> None:
-        headers = {"Authorization": f"Bearer {self.token}"}
-        timeout = aiohttp.ClientTimeout(total=60)
-        async with (
-            aiohttp.ClientSession(headers=headers, timeout=timeout) as api,
-            HttpClient(allowed_networks=self.allowed_networks) as http,
-        ):
+        async with HttpClient(allowed_networks=self.allowed_networks) as http:
             log.info("remote worker %s started against %s", self.worker_id, self.server)
             while not self._stopping.is_set():
                 try:
-                    leases = await self._post(api, "/v1/worker/lease", self._lease_request())
-                except (aiohttp.ClientError, TimeoutError) as error:
-                    log.warning("cannot reach %s: %s", self.server, error)
+                    leases = await self._post("/v1/worker/lease", self._lease_request())
+                except ServerUnavailable as error:
+                    log.warning("cannot lease from %s: %s", self.server, error)
                     leases = {"leases": []}
                 work = leases["leases"]
                 if work:
-                    await asyncio.gather(*(self._serve_lease(api, http, lease) for lease in work))
+                    await asyncio.gather(*(self._serve_lease(http, lease) for lease in work))
                     continue
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._stopping.wait(), self.poll_interval_s)
@@ -100,9 +118,7 @@ class RemoteWorker:
     def _lease_request(self) -> dict[str, Any]:
         return {"worker_id": self.worker_id, "kinds": self.kinds, "tenants": self.tenants}
 
-    async def _serve_lease(
-        self, api: aiohttp.ClientSession, http: HttpClient, lease: dict[str, Any]
-    ) -> None:
+    async def _serve_lease(self, http: HttpClient, lease: dict[str, Any]) -> None:
         channel = wire.channel_from_json(lease["channel"])
         adapter = self.registry.get(channel.kind)
         ctx = SendContext(http=http, store=_NoDatabase(), attempt_at=datetime.now(UTC))
@@ -126,20 +142,43 @@ class RemoteWorker:
                 for r in results
             ],
         }
-        answer = await self._post(api, "/v1/worker/report", report)
+        try:
+            answer = await self._post("/v1/worker/report", report)
+        except ServerUnavailable as error:
+            # The lease runs out and the rows are claimable again (C2): nothing is lost.
+            log.warning("cannot report to %s: %s", self.server, error)
+            return
         if answer.get("fenced"):
             log.warning(
                 "fenced %d stale write(s): the lease passed to another worker", answer["fenced"]
             )
 
-    async def _post(self, api: aiohttp.ClientSession, path: str, body: dict[str, Any]) -> Any:
-        async with api.post(self.server + path, json=body) as response:
-            payload = await response.json(content_type=None)
-            if response.status >= 400:
-                message = payload.get("error", {}).get("message", response.reason)
-                if response.status in (401, 403):
-                    raise ConfigError(f"the server refused the token: {message}")
-                raise aiohttp.ClientResponseError(
-                    response.request_info, (), status=response.status, message=str(message)
-                )
-            return payload
+    async def _post(self, path: str, body: dict[str, Any]) -> Any:
+        return await asyncio.to_thread(self._post_blocking, self.server + path, body)
+
+    def _post_blocking(self, url: str, body: dict[str, Any]) -> Any:
+        request = urllib.request.Request(
+            url,
+            data=json.dumps(body).encode(),
+            method="POST",
+            headers={"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"},
+        )
+        try:
+            with _OPENER.open(request, timeout=SERVER_TIMEOUT_S) as response:
+                return json.loads(response.read())
+        except urllib.error.HTTPError as error:
+            message = _error_message(error)
+            if error.code in (401, 403):
+                raise ConfigError(f"the server refused the token: {message}") from None
+            raise ServerUnavailable(f"HTTP {error.code}: {message}") from None
+        except (OSError, ValueError) as error:  # URLError, timeouts, a body that is not JSON
+            raise ServerUnavailable(str(error)) from None
+
+
+def _error_message(error: urllib.error.HTTPError) -> str:
+    """The server's own `{"error": {"message"}}`, else the HTTP reason."""
+    try:
+        payload = json.loads(error.read())
+        return str(payload["error"]["message"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return str(error.reason)

@@ -1,21 +1,28 @@
-"""The service facade the HTTP API, the admin UI and the CLI share: one composition of the Hub,
-the channel registry and the settings, so entry points stay thin and never build SQL."""
+"""The service facade the HTTP API, the admin UI and the CLI share, and the only thing they
+call: the Hub (channels checked by its ChannelRules), tokens, operator actions, dashboard
+data, health and the remote-worker protocol. Entry points stay thin and never build SQL.
+
+Service level: imports the Hub, tidings.dispatch, the channel registry, tidings.views,
+tidings.auth, tidings.metrics and tidings.core.
+"""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict
-from datetime import UTC, datetime
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
+from tidings import views, worker_protocol
 from tidings.auth import Scope, new_token, token_hash
-from tidings.channels.base import SendContext, Target
-from tidings.channels.http import HttpClient
+from tidings.channel_rules import declared, secret_fields
+from tidings.channel_trial import preview_text, send_test
 from tidings.channels.netguard import Network
 from tidings.channels.registry import Registry
 from tidings.core import validate
-from tidings.core.errors import ValidationError
+from tidings.core.errors import Conflict, NotFound, ValidationError
+from tidings.core.kinds import KindSpec
 from tidings.core.model import (
     Channel,
     DeliveryDetail,
@@ -25,33 +32,57 @@ from tidings.core.model import (
     Page,
     PublishResult,
     ResendResult,
-    Severity,
-    rfc3339,
 )
 from tidings.core.outcome import Outcome
-from tidings.core.redact import keep_unchanged_secrets, redact_config
-from tidings.dispatch.dispatcher import LEASE_TIMEOUT_FACTOR
-from tidings.dispatch.sending import render_single, send
+from tidings.dispatch.dispatcher import check_lease
 from tidings.hub import Hub
-from tidings.render import default_renderer
-from tidings.store.tokens import TokenInfo
+from tidings.metrics import Metrics
+from tidings.store.dashboard import ChannelHealth, HourBucket
+from tidings.store.inbox import InboxMessage
+from tidings.store.tokens import TokenInfo as TokenInfo  # entry points see tokens through here
 
 BOOTSTRAP_CHANNEL = "inbox"
+#: One bulk resend requeues at most this many rows; the rest stay for the next request.
+MAX_BULK_RESEND = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Dashboard:
+    counts: dict[str, int]
+    hourly: list[HourBucket]
+    #: (channel name, created_at of its oldest pending delivery), oldest first.
+    oldest_pending: list[tuple[str, datetime]]
+    channel_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class BulkResend:
+    requeued: int
+    #: Rows that changed since they were counted, or that this batch had requeued already.
+    unchanged: int
+    #: Matching failed rows beyond this request's limit.
+    remaining: int
 
 
 class Service:
     def __init__(
         self,
         hub: Hub,
-        registry: Registry,
         *,
-        lease_s: float = 120.0,
         allowed_networks: Sequence[Network] = (),
+        metrics: Metrics | None = None,
     ) -> None:
         self.hub = hub
-        self.registry = registry
-        self.lease_s = lease_s
         self.allowed_networks = tuple(allowed_networks)
+        self.metrics = metrics if metrics is not None else Metrics(hub.store)
+
+    @property
+    def registry(self) -> Registry:
+        return self.hub.registry
+
+    @property
+    def lease_s(self) -> float:
+        return self.hub.lease_s
 
     # -- events ---------------------------------------------------------------------------
 
@@ -75,103 +106,60 @@ class Service:
 
     # -- channels -------------------------------------------------------------------------
 
-    def check_channel(self, fields: dict[str, Any]) -> dict[str, Any]:
-        """Kind known, config valid for it, rate default per kind, timeout within the lease."""
-        kind = fields.get("kind")
-        adapter = self.registry.get(str(kind))
-        fields = dict(fields)
-        config = fields.get("config") or {}
-        if not isinstance(config, dict):
-            raise ValidationError("config", "must be an object")
-        fields["config"] = adapter.validate_config(config)
-        fields.setdefault("rate_per_min", adapter.spec.default_rate_per_min)
-        if "templates" in fields:
-            fields["templates"] = self._templates(fields["templates"])
-        timeout_s = fields.get("timeout_s", 15.0)
-        if isinstance(timeout_s, int | float) and timeout_s * LEASE_TIMEOUT_FACTOR > self.lease_s:
-            raise ValidationError(
-                "timeout_s",
-                f"{timeout_s:g} s is too long for the running lease of {self.lease_s:g} s "
-                f"(the lease must be at least {LEASE_TIMEOUT_FACTOR} × timeout_s)",
-            )
-        return fields
-
     async def create_channel(self, fields: Mapping[str, Any]) -> Channel:
-        return await self.hub.channels.create(**self.check_channel(dict(fields)))
-
-    def _templates(self, templates: Any) -> dict[str, str]:
-        """Overrides are compiled (and tried on a sample event) when saved, not at send time."""
-        return default_renderer().validate_templates(templates or {})
+        return await self.hub.channels.create(**fields)
 
     async def update_channel(self, channel_id: int, changes: Mapping[str, Any]) -> Channel:
-        current = await self.hub.channels.get(channel_id)
-        adapter = self.registry.get(current.kind)
-        changes = dict(changes)
-        if "kind" in changes and changes["kind"] != current.kind:
-            raise ValidationError("kind", "cannot change a channel's kind; create a new channel")
-        if "config" in changes and isinstance(changes["config"], dict):
-            changes["config"] = keep_unchanged_secrets(
-                changes["config"], current.config, adapter.secret_fields
-            )
-        merged = {**_spec_fields(current), **changes}
-        checked = self.check_channel(merged)
-        updates = {k: checked[k] for k in changes if k != "kind"}
-        if "config" in changes:
-            updates["config"] = checked["config"]
-        return await self.hub.channels.update(channel_id, **updates)
+        return await self.hub.channels.update(channel_id, **changes)
+
+    async def channels(self) -> list[Channel]:
+        return await self.hub.channels.list()
+
+    async def channel(self, channel_id: int) -> Channel:
+        return await self.hub.channels.get(channel_id)
+
+    async def channel_by_ref(self, ref: str) -> Channel:
+        """A channel by its id (all digits) or its name."""
+        if ref.isdigit():
+            return await self.hub.channels.get(int(ref))
+        return await self.hub.channels.get_by_name(ref)
+
+    async def enable_channel(self, channel_id: int) -> Channel:
+        return await self.hub.channels.enable(channel_id)
+
+    async def disable_channel(self, channel_id: int, reason: str) -> int:
+        """Disable; returns how many pending deliveries became skipped (C7)."""
+        return await self.hub.channels.disable(channel_id, reason)
+
+    async def delete_channel(self, channel_id: int) -> None:
+        await self.hub.channels.delete(channel_id)
+
+    async def channel_health(self) -> dict[int, ChannelHealth]:
+        return await self.hub.store.channel_health()
 
     def channel_json(self, channel: Channel) -> dict[str, Any]:
-        """A channel as the API shows it: secrets redacted."""
-        secrets = (
-            self.registry.get(channel.kind).secret_fields if channel.kind in self.registry else ()
-        )
-        return {
-            "id": channel.id,
-            "name": channel.name,
-            "kind": channel.kind,
-            "config": redact_config(channel.config, secrets),
-            "enabled": channel.enabled,
-            "disabled_reason": channel.disabled_reason,
-            "mode": channel.mode.value,
-            "digest_period_s": channel.digest_period_s,
-            "filter": channel.filter,
-            "rate_per_min": channel.rate_per_min,
-            "rate_burst": channel.rate_burst,
-            "max_attempts": channel.max_attempts,
-            "retry_backoff_s": channel.retry_backoff_s,
-            "timeout_s": channel.timeout_s,
-            "max_age_s": channel.max_age_s,
-            "tenant": channel.tenant,
-            "templates": channel.templates,
-            "created_at": rfc3339(channel.created_at),
-            "updated_at": rfc3339(channel.updated_at),
-        }
+        """A channel as the API and the CLI show it: secrets redacted."""
+        return views.channel(channel, self.secret_fields(channel.kind))
+
+    def secret_fields(self, kind: str) -> tuple[str, ...]:
+        return secret_fields(self.registry.get(kind)) if kind in self.registry else ()
+
+    def kind_spec(self, kind: str) -> KindSpec | None:
+        """The kind's declaration; None for an unknown kind or one that declares nothing."""
+        return declared(self.registry.get(kind)) if kind in self.registry else None
+
+    def kinds(self) -> list[str]:
+        """The registered kinds, by name."""
+        return self.registry.kinds()
+
+    def kind_specs(self) -> list[KindSpec]:
+        return views.kind_specs(self.registry)
 
     async def test_channel(self, channel_id: int) -> Outcome:
         """Send a test message now, through the real adapter, without storing a delivery."""
         channel = await self.hub.channels.get(channel_id)
         adapter = self.registry.get(channel.kind)
-        now = datetime.now(UTC)
-        event = Event(
-            id=0,
-            kind="tidings.test",
-            subject=f"channel:{channel.name}",
-            severity=Severity.INFO,
-            title=f"Test message from tidings to {channel.name}",
-            body="If you can read this, the channel works.",
-            url=None,
-            labels={},
-            data={},
-            tenant=None,
-            idempotency_key=None,
-            created_at=now,
-        )
-        target = Target((0,))
-        message = render_single(adapter, channel, target, event)
-        async with HttpClient(allowed_networks=self.allowed_networks) as http:
-            ctx = SendContext(http=http, store=self.hub.store, attempt_at=now)
-            result = await send(adapter, ctx, channel, message, lambda: datetime.now(UTC))
-        return result.outcome
+        return await send_test(adapter, channel, self.hub.store, self.allowed_networks)
 
     # -- deliveries -----------------------------------------------------------------------
 
@@ -188,6 +176,48 @@ class Service:
             delivery_id, operator=operator, request_id=request_id or uuid.uuid4().hex
         )
 
+    async def failed_deliveries(
+        self, query: DeliveryQuery, limit: int = MAX_BULK_RESEND
+    ) -> tuple[list[int], int]:
+        """The ids of the failed rows matching `query` (at most `limit`), and how many match."""
+        return await self.hub.store.failed_ids(query, limit)
+
+    async def resend_failed(
+        self, query: DeliveryQuery, operator: str, batch_id: str, limit: int = MAX_BULK_RESEND
+    ) -> BulkResend:
+        """Requeue the failed rows matching `query`, each audited. Each row's request id is
+        `batch_id:row id`, so the same batch submitted twice requeues each row once."""
+        ids, total = await self.failed_deliveries(query, limit)
+        requeued = 0
+        for delivery_id in ids:
+            try:
+                result = await self.resend(delivery_id, operator, f"{batch_id}:{delivery_id}")
+            except (Conflict, NotFound):  # it changed since it was counted
+                continue
+            requeued += int(result.requeued)
+        return BulkResend(requeued, len(ids) - requeued, max(0, total - len(ids)))
+
+    async def preview(self, view: DeliveryView, event: Event) -> str:
+        """The delivery's message as its channel's adapter renders the event now."""
+        try:
+            channel = await self.hub.channels.get(view.delivery.channel_id)
+            adapter = self.registry.get(channel.kind)
+        except (NotFound, ValidationError) as error:
+            return f"(this message cannot be rendered now: {error})"
+        return preview_text(adapter, channel, view.delivery.id, event)
+
+    async def inbox(self, channel_id: int | None, limit: int) -> list[InboxMessage]:
+        return await self.hub.store.inbox_recent(channel_id, limit)
+
+    async def dashboard(self, hours: int = 24) -> Dashboard:
+        store = self.hub.store
+        return Dashboard(
+            counts=await store.state_counts(),
+            hourly=await store.hourly_attempts(hours),
+            oldest_pending=sorted(await store.oldest_pending(), key=lambda item: item[1]),
+            channel_count=len(await self.hub.channels.list()),
+        )
+
     # -- tokens ---------------------------------------------------------------------------
 
     async def create_token(self, name: str, scopes: Sequence[str]) -> tuple[str, TokenInfo]:
@@ -201,7 +231,11 @@ class Service:
         return token, info
 
     async def authenticate(self, token: str) -> TokenInfo | None:
-        return await self.hub.store.find_token(token_hash(token))
+        return await self.token_by_hash(token_hash(token))
+
+    async def token_by_hash(self, hashed: str) -> TokenInfo | None:
+        """A session names its token by hash: looked up afresh, so a revocation ends it."""
+        return await self.hub.store.find_token(hashed)
 
     async def bootstrap(self) -> str | None:
         """First start: an admin token (returned, to print once) and an inbox channel."""
@@ -212,8 +246,34 @@ class Service:
             await self.hub.channels.create(name=BOOTSTRAP_CHANNEL, kind="inbox")
         return token
 
+    # -- system ---------------------------------------------------------------------------
 
-def _spec_fields(channel: Channel) -> dict[str, Any]:
-    fields = asdict(channel.spec())
-    fields["mode"] = channel.mode.value
-    return fields
+    async def ready(self) -> bool:
+        return await self.hub.store.ping()
+
+    async def metrics_text(self) -> bytes:
+        return await self.metrics.render()
+
+    async def check_lease(self) -> None:
+        """C5 at start: refuse a lease shorter than 4 × the largest channel timeout."""
+        check_lease(self.lease_s, await self.hub.store.largest_timeout())
+
+    # -- remote workers (W4) --------------------------------------------------------------
+
+    async def lease_work(
+        self,
+        worker_id: str,
+        kinds: Sequence[str] | None,
+        tenants: Sequence[str] | None,
+        max_messages: int,
+    ) -> dict[str, Any]:
+        """Claim and render due messages for a worker; the lease protocol's JSON answer."""
+        return await worker_protocol.lease(
+            self.hub.store, self.registry, self.lease_s, worker_id, kinds, tenants, max_messages
+        )
+
+    async def report_work(
+        self, token: str, worker_id: str, results: Sequence[Mapping[str, Any]]
+    ) -> dict[str, int]:
+        """Record what a worker's sends did, fenced by the lease token (C3)."""
+        return await worker_protocol.report(self.hub.store, token, worker_id, results)

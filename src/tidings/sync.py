@@ -10,10 +10,9 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Coroutine, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from sqlalchemy.engine import Connection
-
+from tidings.channel_rules import DEFAULT_LEASE_S
 from tidings.core import validate
 from tidings.core.model import (
     Channel,
@@ -26,6 +25,11 @@ from tidings.core.model import (
 )
 from tidings.hub import EventLike, Hub, as_input
 from tidings.store.clock import AppClock, utc_now
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection
+
+    from tidings.channels.registry import Registry
 
 T = TypeVar("T")
 
@@ -78,9 +82,19 @@ class SyncChannels:
 
 
 class SyncHub:
-    def __init__(self, url: str, *, clock: AppClock = utc_now) -> None:
+    """`Hub` for sync code; the same arguments, and channels checked the same way."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        clock: AppClock = utc_now,
+        registry: Registry | None = None,
+        lease_s: float = DEFAULT_LEASE_S,
+    ) -> None:
+        hub = Hub(url, clock=clock, registry=registry, lease_s=lease_s)
         self._loop = _Loop()
-        self._hub = Hub(url, clock=clock)
+        self._hub = hub
         self.channels = SyncChannels(self._hub, self._loop)
 
     def __enter__(self) -> SyncHub:

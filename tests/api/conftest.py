@@ -11,7 +11,6 @@ from fastapi import FastAPI
 
 import tidings
 from tidings.api import create_app
-from tidings.channels.registry import Registry
 from tidings.service import Service
 
 
@@ -31,7 +30,7 @@ def bearer(token: str) -> dict[str, str]:
 
 @pytest.fixture
 async def api(hub: tidings.Hub) -> AsyncIterator[Api]:
-    service = Service(hub, Registry.default(), lease_s=120.0)
+    service = Service(hub)
     tokens = {}
     for scope in ("admin", "read", "publish"):
         token, _ = await service.create_token(f"{scope}-token", [scope])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.api.conftest import Api
-from tidings.core.states import Failure
+from tests.web.data import fail_permanently
 
 
 async def _setup(api: Api, n: int = 3) -> list[int]:
@@ -26,7 +26,7 @@ async def _fail(api: Api, delivery_id: int) -> None:
     store = api.service.hub.store
     claim = await store.claim_realtime(1, 100, 120, "w")
     assert claim is not None
-    await store.fail(claim.token, [delivery_id], Failure.PERMANENT, "HTTP 401: no")
+    await fail_permanently(store, claim.token, [delivery_id], "HTTP 401: no")
     await store.defer(claim.token, [i for i in claim.ids if i != delivery_id])
 
 

@@ -99,12 +99,14 @@ async def test_a_stale_report_is_fenced_and_changes_nothing(api: Api) -> None:
     ids = lease["messages"][0]["delivery_ids"]
     fresh = await api.service.hub.store.claim_realtime(channel_id, 10, 120, "local", now=at(300))
     assert fresh is not None
+    detail_path = f"/v1/deliveries/{ids[0]}"
+    before = (await api.client.get(detail_path, headers=api.read)).json()
     report = {"worker_id": "remote-1", "token": lease["token"], "results": [_result(ids)]}
     answer = await api.client.post("/v1/worker/report", json=report, headers=api.admin)
     assert answer.json() == {"recorded": 0, "fenced": 1}
-    (row,) = (await api.client.get("/v1/deliveries", headers=api.read)).json()["items"]
-    assert row["state"] == State.SENDING.value
-    assert row["attempts"] == 2
+    after = (await api.client.get(detail_path, headers=api.read)).json()
+    assert after["state"] == State.SENDING.value  # still the fresh claim's
+    assert after == before  # the stale report changed nothing: row and attempt rows alike
 
 
 async def test_unreported_rows_are_given_back(api: Api) -> None:

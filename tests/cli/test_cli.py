@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 import typer
 
+from tidings import views
+from tidings.channels.registry import Registry
 from tidings.cli import app, main
 
 COMMANDS = [
@@ -190,3 +192,40 @@ def test_a_real_subprocess(db_url: str) -> None:
     assert bad.returncode == 1
     assert bad.stderr.startswith("tidings: severity")
     assert "Traceback" not in bad.stderr
+
+
+def test_channel_kinds_come_from_the_declarations(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "channel", "kinds", "--json")
+    assert code == 0
+    specs = views.kind_specs(Registry.default())
+    assert json.loads(out) == [spec.as_json() for spec in specs]
+    code, out, _ = run(capsys, "channel", "kinds")
+    assert code == 0
+    wecom = next(line for line in out.splitlines() if "wecom" in line)
+    assert "4096 text bytes" in wecom
+    assert " 18 " in wecom
+    assert "webhook_url* (secret)" in wecom
+    assert "(secret)" in out
+    assert "* required" in out
+
+
+def test_channel_add_checks_the_config_and_applies_the_kinds_rate(
+    capsys: pytest.CaptureFixture[str], db_url: str
+) -> None:
+    keyless = json.dumps({"webhook_url": "https://qyapi.weixin.qq.com/cgi-bin/webhook/send"})
+    code, _, err = run(
+        capsys, "channel", "add", "--name", "w", "--kind", "wecom", "--config-json", keyless,
+        "--db", db_url,
+    )  # fmt: skip
+    assert code == 1
+    assert err.startswith("tidings: config.webhook_url")
+    assert len(err.strip().splitlines()) == 1
+    keyed = json.dumps({"webhook_url": "https://qyapi.weixin.qq.com/send?key=0123456789abcdef"})
+    code, out, _ = run(
+        capsys, "channel", "add", "--name", "w", "--kind", "wecom", "--config-json", keyed,
+        "--db", db_url, "--json",
+    )  # fmt: skip
+    assert code == 0
+    shown = json.loads(out)
+    assert shown["rate_per_min"] == 18
+    assert "0123456789abcdef" not in out

@@ -160,7 +160,8 @@ def test_worker_refuses_a_short_lease_with_one_line(tmp_path: Path, db_url: str)
     env = dict(os.environ, TIDINGS_DB=db_url, TIDINGS_LEASE_S="10")
 
     async def make_channel() -> None:
-        async with tidings.Hub(db_url) as hub:
+        # Saved under a long lease; the worker below runs with a 10 s one.
+        async with tidings.Hub(db_url, lease_s=300) as hub:
             await hub.channels.create(name="slow", kind="inbox", timeout_s=60)
 
     asyncio.run(make_channel())

@@ -113,7 +113,7 @@ async def test_m1_concurrent_resends_with_one_request_id_requeue_once(
 
 async def _history(hub: tidings.Hub) -> dict[str, tidings.Channel]:
     a = await channel(hub, "a")
-    b = await channel(hub, "b", kind="webhook")
+    b = await channel(hub, "b", kind="webhook", config={"url": "http://127.0.0.1:9/"})
     await hub.publish(kind="finding.created", subject="f:1", title="one", tenant="acme")
     await hub.publish(kind="monitor.down", subject="m:1", title="two", tenant="globex")
     await hub.publish(kind="finding.created", subject="f:2", title="three")

@@ -6,6 +6,8 @@ import pytest
 from sqlalchemy import create_engine, text
 
 import tidings
+from tests.api.test_channel_rules import WECOM_URL
+from tidings.core.errors import ValidationError
 from tidings.core.states import State
 
 
@@ -53,3 +55,12 @@ def test_publish_in_callers_sync_transaction_commits_and_rolls_back_with_it(
         with engine.begin() as conn:
             conn.execute(text("DROP TABLE IF EXISTS orders"))
         engine.dispose()
+
+
+def test_the_sync_facade_checks_the_same_way(db_url: str) -> None:
+    with tidings.SyncHub(db_url) as hub:
+        wecom = hub.channels.create(name="sec", kind="wecom", config={"webhook_url": WECOM_URL})
+        assert wecom.rate_per_min == 18
+        with pytest.raises(ValidationError, match=r"config\.webhook_url"):
+            hub.channels.create(name="bad", kind="wecom", config={"webhook_url": "ftp://x"})
+        assert [c.name for c in hub.channels.list()] == ["sec"]

@@ -10,8 +10,7 @@ import httpx
 import pytest
 
 import tidings
-from tidings.api import create_app
-from tidings.channels.registry import Registry
+from tidings.server import create_app
 from tidings.service import Service
 
 BASE = "http://tidings.test"
@@ -36,7 +35,7 @@ class Ui:
 
 @pytest.fixture
 async def ui(hub: tidings.Hub) -> AsyncIterator[Ui]:
-    service = Service(hub, Registry.default(), lease_s=120.0)
+    service = Service(hub)
     admin, _ = await service.create_token("ops-admin", ["admin"])
     read, _ = await service.create_token("reader", ["read"])
     transport = httpx.ASGITransport(app=create_app(service))

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 import tidings
 from tidings.core.model import AttemptRecord, Channel
 from tidings.core.states import AttemptStatus, Failure
+from tidings.store import Store
 
 
 async def webhook(hub: tidings.Hub, name: str, url: str = "http://127.0.0.1:9/hook") -> Channel:
@@ -38,5 +41,15 @@ async def settle(hub: tidings.Hub, channel: Channel, *, fail: bool, error: str =
         for i in claim.ids
     ]
     if fail:
-        return await hub.store.fail(claim.token, claim.ids, Failure.PERMANENT, error, records)
+        return await fail_permanently(hub.store, claim.token, claim.ids, error, records)
     return await hub.store.mark_sent(claim.token, claim.ids, records)
+
+
+async def fail_permanently(
+    store: Store, token: str, ids: Sequence[int], error: str, records: Sequence[AttemptRecord] = ()
+) -> int:
+    """`Store.fail` with failure=permanent. A store whose `fail` takes no failure kind (the
+    permanent one; `exhaust` is its own transition) is called without it."""
+    if "failure" in inspect.signature(store.fail).parameters:
+        return await store.fail(token, ids, Failure.PERMANENT, error, records)
+    return await store.fail(token, ids, error, records)

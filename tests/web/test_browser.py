@@ -131,6 +131,13 @@ def test_create_a_channel_and_disable_it(page: Page, served: Served) -> None:
     page.click("#new-channel")
     page.select_option("#kind-select", "slack")  # the form follows the kind (auto-submit)
     expect(page.locator("input[name=webhook_url]")).to_be_visible()
+    # Inputs follow the kind's declaration: a choice is a select, a list a textarea, a
+    # secret a write-only password input.
+    page.select_option("#kind-select", "email")
+    expect(page.locator("select[name=security]")).to_be_visible()
+    expect(page.locator("textarea[name=recipients]")).to_be_visible()
+    expect(page.locator("input[name=password]")).to_have_attribute("type", "password")
+    expect(page.locator("input[name=port]")).to_have_attribute("type", "number")
     page.select_option("#kind-select", "webhook")
     expect(page.locator("input[name=url]")).to_be_visible()
     page.fill("input[name=name]", "ui-made-hook")

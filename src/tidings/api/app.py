@@ -1,4 +1,7 @@
-"""The FastAPI application: routers, the error handler, and the request body limit."""
+"""The HTTP API application: routers, the error handler, and the request body limit.
+
+Calls tidings.service only; `tidings.server` mounts the admin UI beside it.
+"""
 
 from __future__ import annotations
 
@@ -6,22 +9,19 @@ import json
 from typing import Any
 
 from fastapi import FastAPI
-from fastapi.responses import RedirectResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tidings import __version__
-from tidings.api import channels, deliveries, errors, events, system, worker
+from tidings.api import channels, deliveries, errors, events, kinds, system, worker
 from tidings.api.schemas import ErrorOut
-from tidings.metrics import Metrics
 from tidings.service import Service
-from tidings.web import create_ui
 
 #: An event body over this is refused with 413; a batch may carry up to 1,000 of them.
 MAX_EVENT_BYTES = 256 * 1024
 MAX_BATCH_BYTES = 32 * 1024 * 1024
 
 
-def create_app(service: Service, metrics: Metrics | None = None) -> FastAPI:
+def create_app(service: Service) -> FastAPI:
     app = FastAPI(
         title="tidings",
         version=__version__,
@@ -38,22 +38,16 @@ def create_app(service: Service, metrics: Metrics | None = None) -> FastAPI:
         },
     )
     app.state.service = service
-    app.state.metrics = metrics or Metrics(service.hub.store)
     errors.install(app)
     for router in (
         events.router,
         channels.router,
+        kinds.router,
         deliveries.router,
         worker.router,
         system.router,
     ):
         app.include_router(router)
-    app.mount("/ui", create_ui(service))  # the admin UI: HTML pages and errors of its own
-
-    @app.get("/", include_in_schema=False)
-    async def home() -> RedirectResponse:
-        return RedirectResponse("/ui/")
-
     app.add_middleware(BodyLimit)
     return app
 

@@ -21,7 +21,7 @@ READ = [Depends(require(Scope.READ))]
 
 @router.get("", response_model=ChannelList, dependencies=READ)
 async def list_channels(service: ServiceDep) -> dict[str, Any]:
-    return {"items": [service.channel_json(c) for c in await service.hub.channels.list()]}
+    return {"items": [service.channel_json(c) for c in await service.channels()]}
 
 
 @router.post("", status_code=201, response_model=ChannelOut, dependencies=ADMIN)
@@ -32,7 +32,7 @@ async def create_channel(body: ChannelIn, service: ServiceDep) -> dict[str, Any]
 
 @router.get("/{channel_id}", response_model=ChannelOut, dependencies=READ)
 async def get_channel(channel_id: ChannelId, service: ServiceDep) -> dict[str, Any]:
-    return service.channel_json(await service.hub.channels.get(channel_id))
+    return service.channel_json(await service.channel(channel_id))
 
 
 @router.patch("/{channel_id}", response_model=ChannelOut, dependencies=ADMIN)
@@ -45,20 +45,20 @@ async def update_channel(
 
 @router.delete("/{channel_id}", status_code=204, dependencies=ADMIN)
 async def delete_channel(channel_id: ChannelId, service: ServiceDep) -> Response:
-    await service.hub.channels.delete(channel_id)
+    await service.delete_channel(channel_id)
     return Response(status_code=204)
 
 
 @router.post("/{channel_id}/enable", response_model=ChannelOut, dependencies=ADMIN)
 async def enable_channel(channel_id: ChannelId, service: ServiceDep) -> dict[str, Any]:
-    return service.channel_json(await service.hub.channels.enable(channel_id))
+    return service.channel_json(await service.enable_channel(channel_id))
 
 
 @router.post("/{channel_id}/disable", response_model=ChannelOut, dependencies=ADMIN)
 async def disable_channel(channel_id: ChannelId, service: ServiceDep) -> dict[str, Any]:
     """Disable; its pending deliveries become skipped (C7)."""
-    await service.hub.channels.disable(channel_id, "disabled through the API")
-    return service.channel_json(await service.hub.channels.get(channel_id))
+    await service.disable_channel(channel_id, "disabled through the API")
+    return service.channel_json(await service.channel(channel_id))
 
 
 @router.post("/{channel_id}/test", response_model=TestOut, dependencies=ADMIN)

@@ -7,14 +7,13 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Path, Query
 
-from tidings.api import serialize
+from tidings import views
 from tidings.api.schemas import MAX_ID, DeliveryDetailOut, DeliveryPage, ResendOut, State
 from tidings.api.security import require, service_of
 from tidings.auth import Scope
 from tidings.core.model import DeliveryQuery
 from tidings.core.states import State as DeliveryState
-from tidings.service import Service
-from tidings.store.tokens import TokenInfo
+from tidings.service import Service, TokenInfo
 
 router = APIRouter(prefix="/v1/deliveries", tags=["deliveries"])
 ServiceDep = Annotated[Service, Depends(service_of)]
@@ -50,13 +49,7 @@ async def list_deliveries(
         since=_utc(since),
         until=_utc(until),
     )
-    result = await service.deliveries(query, page, page_size)
-    return {
-        "items": [serialize.delivery_view(v) for v in result.items],
-        "total": result.total,
-        "page": result.page,
-        "page_size": result.page_size,
-    }
+    return views.delivery_page(await service.deliveries(query, page, page_size))
 
 
 @router.get(
@@ -65,7 +58,7 @@ async def list_deliveries(
     dependencies=[Depends(require(Scope.READ))],
 )
 async def get_delivery(delivery_id: DeliveryId, service: ServiceDep) -> dict[str, Any]:
-    return serialize.delivery_detail(await service.delivery(delivery_id))
+    return views.delivery_detail(await service.delivery(delivery_id))
 
 
 @router.post("/{delivery_id}/resend", response_model=ResendOut)
@@ -77,4 +70,4 @@ async def resend(
 ) -> dict[str, Any]:
     """Requeue a failed or skipped delivery; the same Idempotency-Key requeues once."""
     result = await service.resend(delivery_id, f"token:{token.name}", idempotency_key)
-    return {"delivery": serialize.delivery(result.delivery), "requeued": result.requeued}
+    return {"delivery": views.delivery(result.delivery), "requeued": result.requeued}

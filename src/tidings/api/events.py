@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Response
 
-from tidings.api import serialize
+from tidings import views
 from tidings.api.schemas import MAX_ID, BatchIn, BatchOut, EventIn, PublishOut
 from tidings.api.security import require, service_of
 from tidings.auth import Scope
@@ -29,7 +29,7 @@ async def publish(body: EventIn, response: Response, service: ServiceDep) -> dic
     if not result.created:
         response.status_code = 200
         response.headers["Idempotent-Replayed"] = "true"
-    return serialize.publish_result(result)
+    return views.publish_result(result)
 
 
 @router.post(
@@ -41,7 +41,7 @@ async def publish(body: EventIn, response: Response, service: ServiceDep) -> dic
 async def publish_batch(body: BatchIn, service: ServiceDep) -> dict[str, Any]:
     """Publish up to 1,000 events in one transaction: all are stored or none."""
     results = await service.publish_batch([e.model_dump() for e in body.events])
-    return {"results": [serialize.publish_result(r) for r in results]}
+    return {"results": [views.publish_result(r) for r in results]}
 
 
 @router.get("/{event_id}", response_model=PublishOut, dependencies=[Depends(require(Scope.READ))])
@@ -49,4 +49,4 @@ async def get_event(
     event_id: Annotated[int, Path(ge=1, le=MAX_ID)], service: ServiceDep
 ) -> dict[str, Any]:
     """The event and its deliveries."""
-    return serialize.publish_result(await service.event(event_id))
+    return views.publish_result(await service.event(event_id))

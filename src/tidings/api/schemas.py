@@ -11,9 +11,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tidings.core.kinds import FieldType, SizeUnit
+
 Severity = Literal["info", "low", "medium", "high", "critical"]
 State = Literal["pending", "sending", "sent", "failed", "skipped"]
 MAX_ID = 2**62
+CONFIG_DOC = (
+    "The kind's settings, checked against its declaration: `GET /v1/channel-kinds` lists "
+    "each kind's fields (name, type, required, secret). Unknown keys are refused."
+)
+CONFIG_OUT_DOC = CONFIG_DOC + " Secret fields read back masked: `••••` + the last 4."
 
 
 class Strict(BaseModel):
@@ -39,13 +46,15 @@ class BatchIn(Strict):
 
 class ChannelIn(Strict):
     name: str
-    kind: str
-    config: dict[str, Any] = Field(default_factory=dict)
+    kind: str = Field(description="One of the kinds `GET /v1/channel-kinds` lists")
+    config: dict[str, Any] = Field(default_factory=dict, description=CONFIG_DOC)
     enabled: bool = True
     mode: Literal["realtime", "digest"] = "realtime"
     digest_period_s: float = 3600.0
     filter: dict[str, Any] = Field(default_factory=dict)
-    rate_per_min: float | None = None
+    rate_per_min: float | None = Field(
+        default=None, description="Sends per minute (0: unlimited); the kind's default if absent"
+    )
     rate_burst: int = 1
     max_attempts: int = 3
     retry_backoff_s: float = 30.0
@@ -57,7 +66,10 @@ class ChannelIn(Strict):
 
 class ChannelPatch(Strict):
     name: str | None = None
-    config: dict[str, Any] | None = None
+    config: dict[str, Any] | None = Field(
+        default=None,
+        description=CONFIG_DOC + " A secret sent back as read (masked) keeps the stored value.",
+    )
     enabled: bool | None = None
     mode: Literal["realtime", "digest"] | None = None
     digest_period_s: float | None = None
@@ -162,7 +174,7 @@ class ChannelOut(BaseModel):
     id: int
     name: str
     kind: str
-    config: dict[str, Any]
+    config: dict[str, Any] = Field(description=CONFIG_OUT_DOC)
     enabled: bool
     disabled_reason: str | None
     mode: str
@@ -182,6 +194,37 @@ class ChannelOut(BaseModel):
 
 class ChannelList(BaseModel):
     items: list[ChannelOut]
+
+
+class ConfigFieldOut(BaseModel):
+    """One key of a channel's `config`, as its kind declares it."""
+
+    name: str
+    type: FieldType
+    description: str
+    required: bool
+    secret: bool = Field(description="Write-only: read back masked, never logged")
+    default: str | int | bool | None = Field(default=None, description="What an absent value means")
+    choices: list[str] | None = Field(default=None, description="The values of a `choice`")
+    minimum: int | None = None
+    maximum: int | None = None
+
+
+class SizeLimitOut(BaseModel):
+    name: str = Field(description="`max_` + the unit, e.g. `max_text_bytes`")
+    amount: int
+    unit: SizeUnit
+
+
+class KindOut(BaseModel):
+    """A channel kind as its adapter declares it."""
+
+    kind: str
+    description: str
+    flavour: str = Field(description="The markup it renders (`json` for the raw event)")
+    default_rate_per_min: float = Field(description="`rate_per_min` of a new channel")
+    limit: SizeLimitOut | None = Field(description="The most one message may measure")
+    fields: list[ConfigFieldOut]
 
 
 class TestOut(BaseModel):

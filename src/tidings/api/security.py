@@ -9,8 +9,7 @@ from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from tidings.auth import Scope, allows
-from tidings.service import Service
-from tidings.store.tokens import TokenInfo
+from tidings.service import Service, TokenInfo
 
 bearer = HTTPBearer(auto_error=False, description="An API token: `tidings token create`")
 _CHALLENGE = {"WWW-Authenticate": "Bearer"}

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import APIRouter, Depends, Response
 from fastapi.responses import JSONResponse
 
 from tidings.api.schemas import Health
 from tidings.api.security import require, service_of
 from tidings.auth import Scope
-from tidings.metrics import Metrics
 from tidings.service import Service
 
 router = APIRouter(tags=["system"])
@@ -23,7 +22,7 @@ async def healthz() -> dict[str, Any]:
 
 @router.get("/readyz", response_model=Health, responses={503: {"model": Health}})
 async def readyz(service: Annotated[Service, Depends(service_of)]) -> Any:
-    if await service.hub.store.ping():
+    if await service.ready():
         return {"status": "ready"}
     return JSONResponse({"status": "database unreachable"}, status_code=503)
 
@@ -34,6 +33,5 @@ async def readyz(service: Annotated[Service, Depends(service_of)]) -> Any:
     response_class=Response,
     responses={200: {"content": {"text/plain": {}}}},
 )
-async def metrics(request: Request) -> Response:
-    registry: Metrics = request.app.state.metrics
-    return Response(await registry.render(), media_type="text/plain; version=0.0.4")
+async def metrics(service: Annotated[Service, Depends(service_of)]) -> Response:
+    return Response(await service.metrics_text(), media_type="text/plain; version=0.0.4")

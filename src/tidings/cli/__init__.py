@@ -1,6 +1,9 @@
-"""The `tidings` command line: thin commands over the library, one-line errors, no tracebacks."""
+"""The `tidings` command line: thin commands over the service, one-line errors, no tracebacks.
 
-from tidings.cli import commands, serve
+Each module registers its commands on `app`; importing them here makes the command complete.
+"""
+
+from tidings.cli import channels, deliveries, publish, serve, tokens, worker
 from tidings.cli.app import app, main
 
-__all__ = ["app", "commands", "main", "serve"]
+__all__ = ["app", "channels", "deliveries", "main", "publish", "serve", "tokens", "worker"]

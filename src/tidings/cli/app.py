@@ -1,26 +1,28 @@
-"""Typer application: every command takes --db (or TIDINGS_DB) and --config (TIDINGS_CONFIG).
+"""Typer application: every command takes --db (or TIDINGS_DB) and --config (TIDINGS_CONFIG);
+the options, output helpers and runner the command modules share, and `tidings db`.
 
 Errors from tidings (bad input, bad configuration, an unreachable database) print one line on
-stderr and exit non-zero; they never show a traceback.
+stderr and exit non-zero; they never show a traceback. Commands call tidings.service through
+tidings.bootstrap's runtime; they never import tidings.api or tidings.web.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
-import os
-import signal
 import sys
-from collections.abc import Callable, Coroutine
-from typing import Annotated, Any
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
+from rich.console import Console
 
-from tidings import heap
-from tidings.bootstrap import runtime
-from tidings.config import Settings, load
+from tidings.bootstrap import Runtime, runtime, upgrade
+from tidings.config import load
 from tidings.core.errors import TidingsError
-from tidings.store import Store
+
+T = TypeVar("T")
 
 app = typer.Typer(
     name="tidings",
@@ -44,13 +46,15 @@ ConfigOption = Annotated[
     str | None,
     typer.Option("--config", help="TOML settings file [env: TIDINGS_CONFIG]", show_default=False),
 ]
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table")]
+console = Console()
 
 
 class Failed(Exception):
     """A one-line failure to report and exit with."""
 
 
-def fail(message: str) -> None:
+def fail(message: str) -> NoReturn:
     raise Failed(message)
 
 
@@ -58,99 +62,8 @@ def fail(message: str) -> None:
 def db_upgrade(db: DbOption = None, config: ConfigOption = None) -> None:
     """Apply the database migrations (serve and worker also do this on start)."""
     settings = load(config, db=db)
-
-    async def upgrade() -> None:
-        store = Store(settings.db)
-        try:
-            await store.migrate()
-        finally:
-            await store.close()
-
-    run_async(upgrade)
+    run_async(lambda: upgrade(settings))
     typer.echo(f"database {settings.db} is up to date")
-
-
-@app.command()
-def worker(
-    db: DbOption = None,
-    config: ConfigOption = None,
-    concurrency: Annotated[
-        int | None, typer.Option(help="Sends in flight at once [env: TIDINGS_CONCURRENCY]")
-    ] = None,
-    worker_id: Annotated[
-        str | None,
-        typer.Option("--id", help="Worker id written in attempt rows [default: hostname:pid]"),
-    ] = None,
-    lease_s: Annotated[
-        float | None, typer.Option("--lease-s", help="Lease length in seconds [default: 120]")
-    ] = None,
-    poll_interval_s: Annotated[
-        float | None,
-        typer.Option("--poll-interval-s", help="Polling fallback in seconds [default: 1]"),
-    ] = None,
-    remote: Annotated[
-        str | None,
-        typer.Option("--remote", help="Lease work from this tidings server over HTTP instead"),
-    ] = None,
-    token: Annotated[
-        str | None, typer.Option("--token", help="Admin token for --remote [env: TIDINGS_TOKEN]")
-    ] = None,
-    kind: Annotated[
-        list[str] | None, typer.Option("--kind", help="With --remote: only these channel kinds")
-    ] = None,
-    tenant: Annotated[
-        list[str] | None, typer.Option("--tenant", help="With --remote: only these tenants")
-    ] = None,
-) -> None:
-    """Run a dispatcher only (no API). Any number may share one PostgreSQL database; with
-    --remote, lease work from a server instead and need no database at all."""
-    settings = load(
-        config,
-        db=db,
-        concurrency=concurrency,
-        worker_id=worker_id,
-        lease_s=lease_s,
-        poll_interval_s=poll_interval_s,
-    )
-    if remote is not None:
-        run_remote(settings, remote, token or os.environ.get("TIDINGS_TOKEN"), kind, tenant)
-        return
-    run_dispatcher(settings)
-
-
-def run_remote(
-    settings: Settings,
-    server: str,
-    token: str | None,
-    kinds: list[str] | None,
-    tenants: list[str] | None,
-) -> None:
-    from tidings.channels.netguard import parse_networks
-    from tidings.channels.registry import Registry
-    from tidings.remote import RemoteWorker
-
-    if not token:
-        fail("--remote needs --token (or TIDINGS_TOKEN): an admin token of that server")
-    verbose()
-    worker = RemoteWorker(
-        server,
-        token or "",
-        Registry.default(),
-        worker_id=settings.worker_id,
-        kinds=kinds,
-        tenants=tenants,
-        poll_interval_s=settings.poll_interval_s,
-        concurrency=settings.concurrency,
-        allowed_networks=parse_networks(settings.allowed_private_networks),
-    )
-
-    async def run() -> None:
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, worker.stop)
-        await worker.run()
-
-    run_async(run)
 
 
 def verbose() -> None:
@@ -158,19 +71,35 @@ def verbose() -> None:
     logging.getLogger("tidings").setLevel(logging.INFO)
 
 
-def run_dispatcher(settings: Settings) -> None:
-    verbose()
+def with_runtime(db: str | None, config: str | None, work: Callable[[Runtime], Awaitable[T]]) -> T:
+    """Run `work` against a runtime over the database the options name; its answer."""
+    settings = load(config, db=db)
+    box: list[T] = []
 
     async def run() -> None:
         async with runtime(settings) as rt:
-            dispatcher = rt.dispatcher()
-            heap.settle()
-            loop = asyncio.get_running_loop()
-            for signum in (signal.SIGTERM, signal.SIGINT):
-                loop.add_signal_handler(signum, dispatcher.stop)
-            await dispatcher.run()
+            box.append(await work(rt))
 
     run_async(run)
+    return box[0]
+
+
+def print_json(value: Any) -> None:
+    typer.echo(json.dumps(value, indent=2, ensure_ascii=False))
+
+
+def json_object(text: str | None, what: str) -> dict[str, Any]:
+    """A JSON object given on the command line (or read from a file); {} when absent."""
+    if text is None:
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as error:
+        fail(f"{what} is not valid JSON: {error.msg} (line {error.lineno})")
+    if not isinstance(value, dict):
+        fail(f"{what} must be a JSON object")
+    found: dict[str, Any] = value
+    return found
 
 
 def run_async(run: Callable[[], Coroutine[Any, Any, None]]) -> None:

@@ -12,11 +12,10 @@ import typer
 import uvicorn
 
 from tidings import heap
-from tidings.api import create_app
 from tidings.bootstrap import runtime
 from tidings.cli.app import ConfigOption, DbOption, app, run_async, verbose
 from tidings.config import Settings, load
-from tidings.dispatch.dispatcher import check_lease
+from tidings.server import create_app
 
 
 class _Server(uvicorn.Server):
@@ -50,7 +49,7 @@ def serve(
 
 async def _serve(settings: Settings, dispatch: bool = True) -> None:
     async with runtime(settings) as rt:
-        check_lease(settings.lease_s, await rt.hub.store.largest_timeout())
+        await rt.service.check_lease()
         token = await rt.service.bootstrap()
         if token is not None:
             print(
@@ -60,7 +59,7 @@ async def _serve(settings: Settings, dispatch: bool = True) -> None:
             )
         server = _Server(
             uvicorn.Config(
-                create_app(rt.service, rt.metrics),
+                create_app(rt.service),
                 host=settings.host,
                 port=settings.port,
                 lifespan="off",

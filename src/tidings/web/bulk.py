@@ -7,21 +7,19 @@ import uuid
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
-from tidings.core.errors import Conflict, NotFound
+from tidings.service import MAX_BULK_RESEND
 from tidings.web.forms import Form
 from tidings.web.history import read_filters
 from tidings.web.pages import render
 from tidings.web.session import Admin, ServiceDep
 
 router = APIRouter()
-#: One confirmation requeues at most this many rows; the preview says so when more match.
-MAX_BULK = 1000
 
 
 @router.get("/deliveries/resend-failed", response_class=HTMLResponse)
 async def preview(request: Request, admin: Admin, service: ServiceDep) -> Response:
     filters = read_filters(request.query_params)
-    ids, total = await service.hub.store.failed_ids(filters.query, MAX_BULK)
+    ids, total = await service.failed_deliveries(filters.query, MAX_BULK_RESEND)
     return render(
         request,
         "bulk_preview.html",
@@ -30,9 +28,9 @@ async def preview(request: Request, admin: Admin, service: ServiceDep) -> Respon
         filters=filters,
         total=total,
         ids=ids,
-        limit=MAX_BULK,
+        limit=MAX_BULK_RESEND,
         batch_id=uuid.uuid4().hex,
-        channels={c.id: c.name for c in await service.hub.channels.list()},
+        channels={c.id: c.name for c in await service.channels()},
     )
 
 
@@ -40,27 +38,16 @@ async def preview(request: Request, admin: Admin, service: ServiceDep) -> Respon
 async def confirm(request: Request, admin: Admin, service: ServiceDep) -> Response:
     form = await Form.read(request)
     filters = read_filters(form.as_dict())
+    # The preview's batch id: submitting the same confirmation twice requeues each row once.
     batch_id = form.get("batch_id")[:64] or uuid.uuid4().hex
-    ids, total = await service.hub.store.failed_ids(filters.query, MAX_BULK)
-    requeued = unchanged = 0
-    for delivery_id in ids:
-        # One request id per row of this confirmation: submitting it twice requeues once.
-        try:
-            result = await service.resend(
-                delivery_id, f"ui:{admin.name}", f"{batch_id}:{delivery_id}"
-            )
-        except (Conflict, NotFound):  # it changed since the count; nothing to do
-            unchanged += 1
-            continue
-        requeued += int(result.requeued)
-        unchanged += int(not result.requeued)
+    done = await service.resend_failed(filters.query, f"ui:{admin.name}", batch_id)
     return render(
         request,
         "bulk_done.html",
         admin=admin,
         section="deliveries",
         filters=filters,
-        requeued=requeued,
-        unchanged=unchanged,
-        remaining=max(0, total - len(ids)),
+        requeued=done.requeued,
+        unchanged=done.unchanged,
+        remaining=done.remaining,
     )

@@ -1,9 +1,10 @@
-"""The channel form: the config fields of each kind (DESIGN §4 "Shapes"), the policy fields
-every channel has, and the translation between a channel and the form's text values.
+"""The channel form: config inputs generated from the kind's declaration (`KindSpec.fields`),
+the policy fields every channel has, and the translation between a channel and the form's
+text values. A kind that declares nothing edits its config as one JSON object.
 
 Secrets are write-only: the form never carries them back out; an empty secret input on an
-edit keeps the stored value (sent to the service as the redaction mask, which
-`Service.update_channel` swaps back for the stored secret).
+edit keeps the stored value (sent to the service as the redaction mask, which the Hub's
+channel rules swap back for the stored secret).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tidings.core.errors import ValidationError
+from tidings.core.kinds import ConfigField, FieldType, KindSpec
 from tidings.core.model import Channel, Severity
 from tidings.core.redact import MASK, mask
 from tidings.core.states import Mode
@@ -25,43 +27,27 @@ class Field:
     #: text | url | number | select | lines (a list, one per line) | headers | json
     input: str = "text"
     required: bool = False
-    options: tuple[str, ...] = ()
+    #: A select's (value, text) pairs.
+    options: tuple[tuple[str, str], ...] = ()
     help: str = ""
+    #: The declared type (None for the JSON fallback): how the text becomes a value.
+    type: FieldType | None = None
 
 
-_URL = Field("webhook_url", "Webhook URL", "url", required=True)
-_SIGNING = Field("secret", "Signing secret", help="Optional: the robot's 加签 secret")
-
-KIND_FIELDS: dict[str, tuple[Field, ...]] = {
-    "webhook": (
-        Field("url", "URL", "url", required=True),
-        Field("secret", "Signing secret", help="Optional, whsec_… (Standard Webhooks)"),
-        Field("headers", "Extra headers", "headers", help="One `Name: value` per line"),
-    ),
-    "wecom": (_URL,),
-    "slack": (_URL,),
-    "teams": (_URL,),
-    "discord": (_URL,),
-    "dingtalk": (_URL, _SIGNING),
-    "feishu": (_URL, _SIGNING),
-    "telegram": (
-        Field("bot_token", "Bot token", required=True),
-        Field("chat_id", "Chat id", required=True),
-        Field("api_base", "API base URL", "url", help="Optional; default the Bot API"),
-    ),
-    "email": (
-        Field("host", "SMTP host", required=True),
-        Field("port", "Port", "number", required=True),
-        Field("security", "Security", "select", True, ("starttls", "tls", "none")),
-        Field("username", "Username"),
-        Field("password", "Password"),
-        Field("sender", "Sender", required=True),
-        Field("recipients", "Recipients", "lines", True, help="One address per line"),
-    ),
-    "apprise": (Field("urls", "Apprise URLs", "lines", True, help="One URL per line"),),
-    "inbox": (),
+INPUTS = {
+    FieldType.STRING: "text",
+    FieldType.URL: "url",
+    FieldType.INTEGER: "number",
+    FieldType.BOOLEAN: "select",
+    FieldType.CHOICE: "select",
+    FieldType.STRING_LIST: "lines",
+    FieldType.STRING_MAP: "headers",
 }
-#: A kind without a known shape (a plugin) edits its config as one JSON object.
+HELP = {
+    FieldType.STRING_LIST: "One per line.",
+    FieldType.STRING_MAP: "One `Name: value` per line.",
+}
+#: A kind without a declaration (a plugin) edits its config as one JSON object.
 JSON_CONFIG = (Field("config", "Config (JSON object)", "json"),)
 
 MODES = tuple(m.value for m in Mode)
@@ -72,11 +58,54 @@ INTS = ("rate_burst", "max_attempts")
 NULLABLE = ("max_age_s", "tenant")
 
 
-def fields_for(kind: str) -> tuple[Field, ...]:
-    return KIND_FIELDS.get(kind, JSON_CONFIG)
+@dataclass(frozen=True, slots=True)
+class KindForm:
+    """The config inputs of one kind, and which of them are secret."""
+
+    fields: tuple[Field, ...]
+    secrets: tuple[str, ...]
+
+    @classmethod
+    def of(cls, spec: KindSpec | None) -> KindForm:
+        if spec is None:
+            return cls(JSON_CONFIG, ())
+        return cls(tuple(_input(f) for f in spec.fields), spec.secret_fields)
 
 
-def values_of(channel: Channel, secrets: tuple[str, ...]) -> dict[str, str]:
+def _input(field: ConfigField) -> Field:
+    help = " ".join(filter(None, [field.description, HELP.get(field.type, "")]))
+    return Field(
+        name=field.name,
+        label=field.title,
+        input=INPUTS.get(field.type, "text"),  # a type without an input of its own: text
+        required=field.required,
+        options=_options(field),
+        help=help,
+        type=field.type,
+    )
+
+
+def _options(field: ConfigField) -> tuple[tuple[str, str], ...]:
+    if field.type is FieldType.BOOLEAN:
+        values: tuple[str, ...] = ("true", "false")
+    elif field.type is FieldType.CHOICE:
+        values = field.choices
+    else:
+        return ()
+    choices = tuple((v, v) for v in values)
+    if field.required:
+        return choices
+    return (("", _default_text(field.default)), *choices)
+
+
+def _default_text(default: str | int | bool | None) -> str:
+    if default is None:
+        return "default"
+    shown = ("true" if default else "false") if isinstance(default, bool) else str(default)
+    return f"default ({shown})"
+
+
+def values_of(channel: Channel, kind: KindForm) -> dict[str, str]:
     """A stored channel as the form's text values (secret inputs stay empty)."""
     values = {
         "name": channel.name,
@@ -93,20 +122,20 @@ def values_of(channel: Channel, secrets: tuple[str, ...]) -> dict[str, str]:
         "filter_min_severity": str(channel.filter.get("min_severity", "")),
         "filter_labels": "\n".join(f"{k}={v}" for k, v in channel.filter.get("labels", {}).items()),
     }
-    for field in fields_for(channel.kind):
+    for field in kind.fields:
         if field.input == "json":
-            values[field.name] = json.dumps(_redacted(channel.config, secrets), indent=2)
-        elif field.name not in secrets:
+            values[field.name] = json.dumps(_redacted(channel.config, kind.secrets), indent=2)
+        elif field.name not in kind.secrets:
             values[field.name] = _text(field, channel.config.get(field.name))
     return values
 
 
-def placeholders(channel: Channel | None, secrets: tuple[str, ...]) -> dict[str, str]:
+def placeholders(channel: Channel | None, kind: KindForm) -> dict[str, str]:
     """What an edit form shows in an empty secret input: the stored value, redacted."""
     if channel is None:
         return {}
     shown: dict[str, str] = {}
-    for name in secrets:
+    for name in kind.secrets:
         value = channel.config.get(name)
         if isinstance(value, str) and value:
             shown[name] = mask(value) + " (stored; leave empty to keep)"
@@ -115,9 +144,7 @@ def placeholders(channel: Channel | None, secrets: tuple[str, ...]) -> dict[str,
     return shown
 
 
-def spec_from_form(
-    kind: str, form: dict[str, str], secrets: tuple[str, ...], stored: Channel | None
-) -> dict[str, Any]:
+def spec_from_form(kind: KindForm, form: dict[str, str], stored: Channel | None) -> dict[str, Any]:
     """The service's channel fields from a posted form; a bad value raises ValidationError."""
     fields: dict[str, Any] = {"name": form.get("name", ""), "mode": form.get("mode", "realtime")}
     for name in (*FLOATS, "max_age_s"):
@@ -129,21 +156,20 @@ def spec_from_form(
     fields["tenant"] = form.get("tenant") or None
     fields.setdefault("max_age_s", None)
     fields["filter"] = _filter(form)
-    fields["config"] = _config(kind, form, secrets, stored)
+    fields["config"] = _config(kind, form, stored)
     return fields
 
 
-def _config(
-    kind: str, form: dict[str, str], secrets: tuple[str, ...], stored: Channel | None
-) -> dict[str, Any]:
+def _config(kind: KindForm, form: dict[str, str], stored: Channel | None) -> dict[str, Any]:
     config: dict[str, Any] = {}
-    for field in fields_for(kind):
+    for field in kind.fields:
         raw = form.get(field.name, "")
         if field.input == "json":
             return _json_object(raw)
         if not raw:
+            kept = stored is not None and field.name in stored.config
             cleared = form.get(f"clear_{field.name}") == "1"
-            if field.name in secrets and stored and field.name in stored.config and not cleared:
+            if field.name in kind.secrets and kept and not cleared:
                 config[field.name] = MASK  # keep the stored secret
             continue
         config[field.name] = _value(field, raw)
@@ -151,8 +177,12 @@ def _config(
 
 
 def _value(field: Field, raw: str) -> Any:
-    if field.input == "number":
+    if field.type is FieldType.INTEGER:
         return _number(f"config.{field.name}", raw, int)
+    if field.type is FieldType.BOOLEAN:
+        if raw not in ("true", "false"):
+            raise ValidationError(f"config.{field.name}", "must be true or false")
+        return raw == "true"
     if field.input == "lines":
         return [line.strip() for line in raw.splitlines() if line.strip()]
     if field.input == "headers":
@@ -175,6 +205,8 @@ def _text(field: Field, value: Any) -> str:
         return "\n".join(str(v) for v in value)
     if field.input == "headers" and isinstance(value, dict):
         return "\n".join(f"{k}: {v}" for k, v in value.items())
+    if isinstance(value, bool):
+        return "true" if value else "false"
     return str(value)
 
 

@@ -11,8 +11,7 @@ from fastapi.responses import HTMLResponse, Response
 from tidings.core.errors import NotFound, TidingsError
 from tidings.core.model import Channel
 from tidings.core.outcome import Delivered, attempt_status
-from tidings.service import Service
-from tidings.store.tokens import TokenInfo
+from tidings.service import Service, TokenInfo
 from tidings.web import channel_form
 from tidings.web.forms import Form
 from tidings.web.history import MAX_ID
@@ -24,15 +23,15 @@ router = APIRouter()
 
 @router.get("/channels", response_class=HTMLResponse)
 async def channel_list(request: Request, admin: Admin, service: ServiceDep) -> Response:
-    channels = await service.hub.channels.list()
+    channels = await service.channels()
     return render(
         request,
         "channels.html",
         admin=admin,
         section="channels",
         channels=channels,
-        health=await service.hub.store.channel_health(),
-        kinds=service.registry.kinds(),
+        health=await service.channel_health(),
+        kinds=service.kinds(),
         notice=_notice(request.query_params.get("notice", ""), channels),
     )
 
@@ -56,7 +55,7 @@ def _notice(raw: str, channels: list[Channel]) -> str:
 
 @router.get("/channels/new", response_class=HTMLResponse)
 async def new_channel(request: Request, admin: Admin, service: ServiceDep) -> Response:
-    kinds = service.registry.kinds()
+    kinds = service.kinds()
     kind = request.query_params.get("kind", "")
     kind = kind if kind in kinds else ("webhook" if "webhook" in kinds else kinds[0])
     values = {"mode": "realtime", "enabled": "1"}
@@ -67,9 +66,8 @@ async def new_channel(request: Request, admin: Admin, service: ServiceDep) -> Re
 async def create_channel(request: Request, admin: Admin, service: ServiceDep) -> Response:
     form = (await Form.read(request)).as_dict()
     kind = form.get("kind", "")
-    secrets = _secrets(service, kind)
     try:
-        fields = channel_form.spec_from_form(kind, form, secrets, None)
+        fields = channel_form.spec_from_form(_kind_form(service, kind), form, None)
         fields["kind"] = kind
         fields["enabled"] = form.get("enabled") == "1"
         channel = await service.create_channel(fields)
@@ -83,7 +81,7 @@ async def edit_channel(
     request: Request, channel_id: int, admin: Admin, service: ServiceDep
 ) -> Response:
     channel = await _channel(service, channel_id)
-    values = channel_form.values_of(channel, _secrets(service, channel.kind))
+    values = channel_form.values_of(channel, _kind_form(service, channel.kind))
     return _form(request, admin, service, channel.kind, channel, values)
 
 
@@ -93,9 +91,8 @@ async def update_channel(
 ) -> Response:
     channel = await _channel(service, channel_id)
     form = (await Form.read(request)).as_dict()
-    secrets = _secrets(service, channel.kind)
     try:
-        changes = channel_form.spec_from_form(channel.kind, form, secrets, channel)
+        changes = channel_form.spec_from_form(_kind_form(service, channel.kind), form, channel)
         await service.update_channel(channel_id, changes)
     except TidingsError as error:
         return _form(request, admin, service, channel.kind, channel, form, error.message, 422)
@@ -105,7 +102,7 @@ async def update_channel(
 @router.post("/channels/{channel_id:int}/enable")
 async def enable(channel_id: int, _admin: Admin, service: ServiceDep) -> Response:
     await _channel(service, channel_id)
-    await service.hub.channels.enable(channel_id)
+    await service.enable_channel(channel_id)
     return redirect(f"{PREFIX}/channels?notice=enabled:{channel_id}")
 
 
@@ -113,7 +110,7 @@ async def enable(channel_id: int, _admin: Admin, service: ServiceDep) -> Respons
 async def disable(channel_id: int, admin: Admin, service: ServiceDep) -> Response:
     """Its pending deliveries become skipped (C7)."""
     await _channel(service, channel_id)
-    await service.hub.channels.disable(channel_id, f"disabled in the admin UI by {admin.name}")
+    await service.disable_channel(channel_id, f"disabled in the admin UI by {admin.name}")
     return redirect(f"{PREFIX}/channels?notice=disabled:{channel_id}")
 
 
@@ -138,11 +135,11 @@ async def send_test(
 async def _channel(service: Service, channel_id: int) -> Channel:
     if channel_id > MAX_ID:
         raise NotFound("channel", channel_id)
-    return await service.hub.channels.get(channel_id)
+    return await service.channel(channel_id)
 
 
-def _secrets(service: Service, kind: str) -> tuple[str, ...]:
-    return service.registry.get(kind).secret_fields if kind in service.registry else ()
+def _kind_form(service: Service, kind: str) -> channel_form.KindForm:
+    return channel_form.KindForm.of(service.kind_spec(kind))
 
 
 def _form(
@@ -155,7 +152,7 @@ def _form(
     error: str | None = None,
     status: int = 200,
 ) -> Response:
-    secrets = _secrets(service, kind)
+    form = _kind_form(service, kind)
     return render(
         request,
         "channel_form.html",
@@ -163,12 +160,12 @@ def _form(
         admin=admin,
         section="channels",
         kind=kind,
-        kinds=service.registry.kinds(),
+        kinds=service.kinds(),
         channel=channel,
-        config_fields=channel_form.fields_for(kind),
-        secrets=secrets,
-        placeholders=channel_form.placeholders(channel, secrets),
-        values={k: v for k, v in values.items() if k not in secrets},
+        config_fields=form.fields,
+        secrets=form.secrets,
+        placeholders=channel_form.placeholders(channel, form),
+        values={k: v for k, v in values.items() if k not in form.secrets},
         modes=channel_form.MODES,
         severities=channel_form.SEVERITIES,
         error=error,

@@ -19,21 +19,20 @@ FAILED_COLOUR = "#e03131"
 
 @router.get("/", response_class=HTMLResponse)
 async def dashboard(request: Request, admin: Admin, service: ServiceDep) -> Response:
-    store = service.hub.store
-    buckets = await store.hourly_attempts(24)
+    data = await service.dashboard(24)
+    buckets = data.hourly
     starts = [b.start for b in buckets]
-    oldest = sorted(await store.oldest_pending(), key=lambda item: item[1])
     return render(
         request,
         "dashboard.html",
         admin=admin,
         section="dashboard",
-        counts=await store.state_counts(),
+        counts=data.counts,
         sent_chart=hourly_chart("Delivered", SENT_COLOUR, starts, [b.sent for b in buckets]),
         failed_chart=hourly_chart(
             "Failed attempts", FAILED_COLOUR, starts, [b.failed for b in buckets]
         ),
-        oldest=oldest,
-        channel_count=len(await service.hub.channels.list()),
+        oldest=data.oldest_pending,
+        channel_count=data.channel_count,
         now=datetime.now(UTC),
     )

@@ -10,9 +10,8 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
-from tidings.channels.base import Target
 from tidings.core.errors import Conflict, NotFound
-from tidings.core.model import DeliveryDetail, Event
+from tidings.core.model import DeliveryDetail
 from tidings.core.states import RESENDABLE
 from tidings.service import Service
 from tidings.web.forms import Form
@@ -38,7 +37,7 @@ async def history(request: Request, admin: Admin, service: ServiceDep) -> Respon
         "result": result,
         "pages": pages,
         "filters": filters,
-        "channels": await service.hub.channels.list(),
+        "channels": await service.channels(),
         "resendable": RESENDABLE_STATES,
         "request_id": uuid.uuid4().hex,
         "here": str(request.url.path) + (f"?{request.url.query}" if request.url.query else ""),
@@ -104,27 +103,8 @@ async def _detail_page(
         section="deliveries",
         event=event,
         event_data=json.dumps(event.data, indent=2, ensure_ascii=False, sort_keys=True),
-        rendered=await rendered_message(service, detail, event),
+        rendered=await service.preview(detail.view, event),
         resent=request.query_params.get("resent", ""),
         error=error,
         **_live_context(detail),
     )
-
-
-async def rendered_message(service: Service, detail: DeliveryDetail, event: Event) -> str:
-    """The message as the channel's adapter renders this event now (templates may have
-    changed since it was sent); a render problem is shown, not raised."""
-    view = detail.view
-    try:
-        channel = await service.hub.channels.get(view.delivery.channel_id)
-        adapter = service.registry.get(channel.kind)
-        message = adapter.render(channel, Target((view.delivery.id,)), [event])
-    except Exception as error:
-        return f"(this message cannot be rendered now: {error})"
-    if message.text:
-        return message.text
-    text = message.payload.decode(errors="replace")
-    try:
-        return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
-    except ValueError:
-        return text

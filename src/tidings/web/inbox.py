@@ -16,13 +16,13 @@ SHOWN = 50
 @router.get("/inbox", response_class=HTMLResponse)
 async def inbox(request: Request, admin: Admin, service: ServiceDep) -> Response:
     channel_id = read_filters(request.query_params).query.channel_id
-    channels = await service.hub.channels.list()
+    channels = await service.channels()
     return render(
         request,
         "inbox.html",
         admin=admin,
         section="inbox",
-        messages=await service.hub.store.inbox_recent(channel_id, SHOWN),
+        messages=await service.inbox(channel_id, SHOWN),
         names={c.id: c.name for c in channels},
         inboxes=[c for c in channels if c.kind == "inbox"],
         channel_id=channel_id,

@@ -16,8 +16,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from tidings.auth import Scope, allows
-from tidings.service import Service
-from tidings.store.tokens import TokenInfo
+from tidings.service import Service, TokenInfo
 
 COOKIE = "tidings_session"
 COOKIE_PATH = "/ui"
@@ -74,7 +73,7 @@ async def current_admin(request: Request) -> TokenInfo:
     token_hash = sessions_of(request).read(value) if value else None
     if token_hash is None:
         raise LoginRequired
-    token = await service_of(request).hub.store.find_token(token_hash)
+    token = await service_of(request).token_by_hash(token_hash)
     if token is None or not allows(token.scopes, Scope.ADMIN):
         raise LoginRequired
     return token

@@ -1,0 +1,50 @@
+"""`tidings publish`: publish one event from a shell, from flags or a JSON file."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from tidings.cli.app import ConfigOption, DbOption, app, fail, json_object, with_runtime
+
+
+@app.command()
+def publish(
+    kind: Annotated[str | None, typer.Option("--kind")] = None,
+    subject: Annotated[str | None, typer.Option("--subject")] = None,
+    severity: Annotated[str, typer.Option()] = "info",
+    title: Annotated[str, typer.Option()] = "",
+    body: Annotated[str, typer.Option()] = "",
+    idempotency_key: Annotated[str | None, typer.Option("--idempotency-key")] = None,
+    json_file: Annotated[
+        Path | None,
+        typer.Option("--json", help="Read the event (all fields) from a JSON file; - for stdin"),
+    ] = None,
+    db: DbOption = None,
+    config: ConfigOption = None,
+) -> None:
+    """Publish an event from a shell."""
+    fields: dict[str, Any] = {}
+    if json_file is not None:
+        text = sys.stdin.read() if str(json_file) == "-" else _read(json_file)
+        fields = json_object(text, str(json_file))
+    given = {"kind": kind, "subject": subject, "idempotency_key": idempotency_key}
+    fields |= {k: v for k, v in given.items() if v is not None}
+    fields.setdefault("severity", severity)
+    fields.setdefault("title", title)
+    fields.setdefault("body", body)
+    if "kind" not in fields or "subject" not in fields:
+        fail("--kind and --subject are required (or give them in --json)")
+    result = with_runtime(db, config, lambda rt: rt.service.publish(fields))
+    verb = "published" if result.created else "already published (same idempotency key)"
+    typer.echo(f"event #{result.event.id} {verb}; {len(result.deliveries)} deliveries")
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError as error:
+        fail(f"cannot read {path}: {error.strerror}")
