@@ -1,4 +1,4 @@
-"""Compact UTF-8 JSON for what tidings sends, stores and reads back: orjson, ~10× faster
+"""Compact UTF-8 JSON for what tidings sends, stores and reads back: orjson, far faster
 than `json`.
 
 orjson refuses integers beyond 64 bits, which events may carry in `data`: those documents go

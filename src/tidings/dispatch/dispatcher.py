@@ -200,7 +200,7 @@ class Dispatcher:
         channels a wake-up named (None: look at every channel)."""
         timeout = self.config.poll_interval_s
         # While jobs run, the one ending wakes this loop, which then asks; asked now, the
-        # question would compete with the jobs' claims (~1 ms on a fresh event's path).
+        # question would compete with the jobs' claims on a fresh event's path.
         next_due = None if self._jobs else await self.store.next_due_at()
         if next_due is not None:
             until_due = (next_due - self._clock.now()).total_seconds()

@@ -121,7 +121,7 @@ async def _send_claim(ctx: JobContext, claim: Claim, lease_ends: float, queued: 
     """Send every row of a realtime claim, at most `ctx.slots` at once across the dispatcher.
 
     A few lanes each take the next row until none is left, rather than a task per row: a
-    task costs ~3 µs to create, schedule and gather, a noticeable share of a send.
+    task per row to create, schedule and gather is a noticeable share of a send.
 
     A row still waiting for a slot when its lease could end before its send does (many
     slow receivers ahead of it) is not sent but given back, claimable again at once with

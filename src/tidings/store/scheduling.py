@@ -23,11 +23,11 @@ def due_channels(
 
     Asked as "the channel's earliest live row is due", read per channel from the claim
     index: put as EXISTS, PostgreSQL may scan the table for the first live row, which walks
-    past every row already sent (~40 ms a look at 50,000, and growing with the table).
+    past every row already sent, a cost that grows with the table.
 
     `known` are channels from an earlier answer: one unchanged since (same `updated_at`) is
     answered as it was rather than read and decoded again — a dispatcher asks each time a
-    job ends, and decoding a hundred channels cost it ~2 ms a time.
+    job ends, and decoding every channel each time is a cost that grows with the channels.
     """
     known = known or {}
     due = conn.execute(

@@ -34,7 +34,7 @@ class SqliteDialect(Dialect):
         self, conn: Connection, table: Table, rows: Sequence[dict[str, Any]]
     ) -> None:
         """Straight to the driver's executemany: through SQLAlchemy each value went through its
-        bind processing in Python, a third of the time a claim's write took."""
+        bind processing in Python, a large share of the time a claim's write took."""
         if not rows:
             return
         names = [c.name for c in table.c if c.name != "id"]
