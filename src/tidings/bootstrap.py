@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from tidings.channels.netguard import parse_networks
 from tidings.channels.registry import Registry
 from tidings.config import Settings
+from tidings.core.breaker import Policy
 from tidings.dispatch import Dispatcher, DispatcherConfig
 from tidings.hub import Hub
 from tidings.metrics import Metrics
@@ -54,6 +55,7 @@ def dispatcher_config(settings: Settings) -> DispatcherConfig:
         claim_size=settings.claim_size,
         grace_s=settings.grace_s,
         allowed_networks=parse_networks(settings.allowed_private_networks),
+        breaker=Policy(settings.breaker_failures, settings.disable_after_s),
     )
 
 

@@ -35,6 +35,10 @@ class Settings(BaseSettings):
     #: Rows one realtime claim may lease (never more than the channel's rate budget).
     claim_size: int = Field(500, ge=1, le=5_000)
     grace_s: float = Field(20.0, ge=0, le=3600)
+    #: H1: consecutive retryable failures that open a channel's circuit breaker.
+    breaker_failures: int = Field(5, ge=1, le=1_000_000)
+    #: H1: failing this long without a success disables a channel (default 5 days).
+    disable_after_s: float = Field(432_000.0, gt=0, le=10 * 366 * 86400.0)
 
     @field_validator("allowed_private_networks")
     @classmethod

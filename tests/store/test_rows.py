@@ -30,6 +30,7 @@ def test_rows_become_dataclasses_with_enums_and_detached_json() -> None:
         "created_at": NOW,
         "sent_at": None,
         "lost_leases": 2,
+        "fallback_of": None,
     }
     event = {
         "id": 3,

@@ -81,6 +81,8 @@ class ChannelSpec:
     max_age_s: float | None = None
     tenant: str | None = None
     templates: JSON = field(default_factory=dict)
+    #: F1: the channel a failed delivery escalates to (same event), if any.
+    fallback_channel_id: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +106,7 @@ class Channel:
     disabled_reason: str | None
     created_at: datetime
     updated_at: datetime
+    fallback_channel_id: int | None = None
 
     def spec(self) -> ChannelSpec:
         """The operator-set fields, e.g. to apply an update to."""
@@ -128,6 +131,8 @@ class Delivery:
     sent_at: datetime | None
     #: Leases that ended without an outcome (a worker crashed or stalled): not attempts.
     lost_leases: int = 0
+    #: F1: the failed delivery (of another channel) this one escalates.
+    fallback_of: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

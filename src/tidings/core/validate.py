@@ -29,6 +29,8 @@ MAX_TIMEOUT_S = 600.0
 MAX_RATE_PER_MIN = 1_000_000.0
 MAX_RATE_BURST = 10_000
 MAX_ATTEMPTS = 100
+#: The largest id a 64-bit column holds.
+MAX_ID = 2**63 - 1
 
 _CHANNEL_KIND = re.compile(r"[a-z][a-z0-9_]*")
 # \s is str.isspace(); U+0000–U+001F and U+007F–U+009F are all of Unicode's category Cc.
@@ -261,7 +263,12 @@ def channel_spec(**raw: object) -> ChannelSpec:
         max_age_s=_optional_number("max_age_s", get("max_age_s"), 0, MAX_DURATION_S),
         tenant=_optional_string("tenant", get("tenant"), 200),
         templates=_string_map("templates", get("templates")),
+        fallback_channel_id=_optional_id("fallback_channel_id", get("fallback_channel_id")),
     )
+
+
+def _optional_id(field: str, value: object) -> int | None:
+    return None if value is None else _integer(field, value, 1, MAX_ID)
 
 
 def channel_update(current: ChannelSpec, **changes: object) -> ChannelSpec:

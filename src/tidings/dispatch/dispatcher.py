@@ -18,6 +18,7 @@ from ipaddress import IPv4Network, IPv6Network
 from tidings.channels.base import SendContext
 from tidings.channels.http import HttpClient
 from tidings.channels.registry import Registry
+from tidings.core.breaker import Policy
 from tidings.core.clock import SYSTEM_CLOCK, Clock
 from tidings.core.errors import ConfigError, StoreError
 from tidings.core.model import Channel
@@ -52,6 +53,8 @@ class DispatcherConfig:
     #: W3: how long in-flight sends may finish after a stop before they are given back.
     grace_s: float = 20.0
     allowed_networks: tuple[IPv4Network | IPv6Network, ...] = field(default_factory=tuple)
+    #: H1: when a failing channel's breaker opens, and when the channel is disabled.
+    breaker: Policy = field(default_factory=Policy)
 
 
 def check_lease(lease_s: float, largest_timeout: tuple[float, str] | None) -> None:
@@ -133,6 +136,7 @@ class Dispatcher:
             lease_s=self.config.lease_s,
             claim_size=self.config.claim_size,
             rand=self._rand,
+            breaker=self.config.breaker,
             clock=self._clock,
             events=EventMemory(),
             stopping=self._stopping,

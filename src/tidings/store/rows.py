@@ -59,6 +59,7 @@ def channel(row: Mapping[Any, Any]) -> Channel:
         disabled_reason=row["disabled_reason"],
         created_at=row["created_at"],
         updated_at=row["updated_at"],
+        fallback_channel_id=row["fallback_channel_id"],
     )
 
 
@@ -79,6 +80,7 @@ def delivery(row: Mapping[Any, Any]) -> Delivery:
         created_at=row["created_at"],
         sent_at=row["sent_at"],
         lost_leases=row["lost_leases"],
+        fallback_of=row["fallback_of"],
     )
 
 

@@ -124,6 +124,8 @@ channels = Table(
     Column("templates", JSONDoc, nullable=False),
     Column("created_at", UTCDateTime, nullable=False),
     Column("updated_at", UTCDateTime, nullable=False),
+    # F1: where a failed delivery of this channel escalates (chains of at most 3, no cycle).
+    Column("fallback_channel_id", Id, ForeignKey("channels.id", ondelete="SET NULL")),
     UniqueConstraint("name"),
 )
 
@@ -150,6 +152,8 @@ deliveries = Table(
     Column("sent_at", UTCDateTime),
     # Leases that ended without an outcome; not attempts (see migration 0006).
     Column("lost_leases", Integer, nullable=False, server_default=text("0")),
+    # F1: the failed delivery this one escalates (None: published, or resent).
+    Column("fallback_of", Id, ForeignKey("deliveries.id", ondelete="SET NULL")),
     UniqueConstraint("event_id", "channel_id"),
     # The claim's access path: due rows of one channel, only among the live ones, in the
     # claim's order (next_attempt_at, id), so a claim stops after the rows it takes.
@@ -226,6 +230,20 @@ rate_buckets = Table(
     Column("tokens", Float, nullable=False),
     Column("updated_at", UTCDateTime, nullable=False),
     Column("paused_until", UTCDateTime),
+)
+
+# H1: each channel's health and circuit breaker, cluster-wide; a row appears with the first
+# failure (no row: healthy).
+channel_health = Table(
+    "channel_health",
+    metadata,
+    Column("channel_id", Id, ForeignKey("channels.id", ondelete="CASCADE"), primary_key=True),
+    Column("state", String(16), nullable=False),
+    Column("consecutive_failures", Integer, nullable=False),
+    Column("failing_since", UTCDateTime),
+    Column("until", UTCDateTime),
+    Column("backoff_s", Float, nullable=False),
+    Column("last_error", Text),
 )
 
 # Messages delivered to `inbox` channels: the zero-setup demo target and a template preview.

@@ -14,12 +14,14 @@ from datetime import datetime
 
 from sqlalchemy.engine import Connection
 
+from tidings.core.breaker import HEALTHY, Policy
 from tidings.core.errors import StoreError
 from tidings.core.model import AttemptRecord, Claim, Event, EventInput, PublishResult, ResendResult
 from tidings.core.states import State
 from tidings.store import (
     channel_ops,
     claims,
+    health,
     inbox,
     migrate,
     outcomes,
@@ -190,7 +192,8 @@ class Store(AdminWrites, Reads):
         *,
         now: datetime | None = None,
     ) -> int:
-        return await self._outcome(outcomes.exhaust, token, ids, attempts, error, now=now)
+        # Not one statement: a failure escalates and is announced in the same transaction.
+        return await self._run(outcomes.exhaust, token, ids, attempts, error, now=now)
 
     async def fail(
         self,
@@ -201,7 +204,7 @@ class Store(AdminWrites, Reads):
         *,
         now: datetime | None = None,
     ) -> int:
-        return await self._outcome(outcomes.fail, token, ids, attempts, error, now=now)
+        return await self._run(outcomes.fail, token, ids, attempts, error, now=now)
 
     async def rate_limited(
         self,
@@ -239,6 +242,30 @@ class Store(AdminWrites, Reads):
     ) -> int:
         one = self.dialect.outcome_in_one_statement
         return await self._run(op, token, ids, attempts, *args, now=now, one_statement=one)
+
+    # -- channel health (H1) -------------------------------------------------------------
+
+    async def record_health(
+        self,
+        channel_id: int,
+        delivered: bool,
+        failures: int,
+        error: str,
+        policy: Policy,
+        *,
+        now: datetime | None = None,
+    ) -> health.Change:
+        """A claim's outcomes for the channel's breaker. A delivery to a healthy channel —
+        nearly every claim — costs one read."""
+        if delivered:
+            current = await self._run(
+                lambda conn, _clock: health.load(conn, channel_id), read_only=True
+            )
+            if current == HEALTHY:
+                return health.Change()
+        return await self._run(
+            health.record, channel_id, delivered, failures, error, policy, now=now
+        )
 
     # -- operators (M1) and the inbox -----------------------------------------------------
 
