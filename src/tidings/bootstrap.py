@@ -55,7 +55,12 @@ def dispatcher_config(settings: Settings) -> DispatcherConfig:
         claim_size=settings.claim_size,
         grace_s=settings.grace_s,
         allowed_networks=parse_networks(settings.allowed_private_networks),
-        breaker=Policy(settings.breaker_failures, settings.disable_after_s),
+        breaker=Policy(
+            failures=settings.breaker_failures,
+            disable_after_s=settings.disable_after_s,
+            first_backoff_s=settings.breaker_backoff_s,
+            max_backoff_s=max(settings.breaker_backoff_s, 900.0),
+        ),
     )
 
 

@@ -39,6 +39,8 @@ class Settings(BaseSettings):
     breaker_failures: int = Field(5, ge=1, le=1_000_000)
     #: H1: failing this long without a success disables a channel (default 5 days).
     disable_after_s: float = Field(432_000.0, gt=0, le=10 * 366 * 86400.0)
+    #: H1: the wait before an open breaker's first probe (doubling to 15 min).
+    breaker_backoff_s: float = Field(30.0, gt=0, le=86400.0)
 
     @field_validator("allowed_private_networks")
     @classmethod

@@ -34,6 +34,9 @@ class Policy:
     failures: int = DEFAULT_FAILURES
     #: Continuous failure (no success) after which the channel is disabled.
     disable_after_s: float = DEFAULT_DISABLE_AFTER_S
+    #: The wait before the first probe; it doubles after each failed probe, up to the max.
+    first_backoff_s: float = FIRST_BACKOFF_S
+    max_backoff_s: float = MAX_BACKOFF_S
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,10 +90,10 @@ def after_failures(health: Health, count: int, error: str, now: datetime, policy
         last_error=error,
     )
     if health.state is BreakerState.HALF_OPEN:
-        backoff = min(health.backoff_s * 2, MAX_BACKOFF_S)
+        backoff = min(health.backoff_s * 2, policy.max_backoff_s)
         return _open(failing, now, backoff)
     if health.state is BreakerState.CLOSED and failing.consecutive_failures >= policy.failures:
-        return _open(failing, now, FIRST_BACKOFF_S)
+        return _open(failing, now, policy.first_backoff_s)
     return failing
 
 

@@ -105,23 +105,6 @@ def remove(conn: Connection, channel_id: int) -> None:
     conn.execute(delete(channels).where(channels.c.id == channel_id))
 
 
-def fallback_chain(conn: Connection, channel_id: int) -> list[int]:
-    """The fallback channels after `channel_id`, in order, ending at a repeat (a cycle)."""
-    chain: list[int] = []
-    seen = {channel_id}
-    current: int | None = channel_id
-    while current is not None:
-        current = conn.scalar(
-            select(channels.c.fallback_channel_id).where(channels.c.id == current)
-        )
-        if current is not None:
-            chain.append(current)
-            if current in seen:
-                break
-            seen.add(current)
-    return chain
-
-
 def _skip_pending(conn: Connection, channel_id: int) -> int:
     stmt = (
         update(deliveries)

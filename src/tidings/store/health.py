@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import and_, select, update
+from sqlalchemy import select, update
 from sqlalchemy.engine import Connection
 
 from tidings.core import breaker
@@ -112,6 +112,10 @@ def record(
 
 
 def _save(conn: Connection, channel_id: int, health: Health, *, exists: bool) -> None:
+    """A healthy channel has no row."""
+    if health == breaker.HEALTHY:
+        reset(conn, channel_id)
+        return
     values = {
         "state": health.state.value,
         "consecutive_failures": health.consecutive_failures,
@@ -170,4 +174,4 @@ def health_of(conn: Connection) -> dict[int, Health]:
 
 def reset(conn: Connection, channel_id: int) -> None:
     """An operator's enable starts the channel afresh."""
-    conn.execute(h.delete().where(and_(h.c.channel_id == channel_id)))
+    conn.execute(h.delete().where(h.c.channel_id == channel_id))

@@ -107,13 +107,6 @@ class Reads(Runner):
         """Every channel's breaker that is not plain healthy, by channel id (H1)."""
         return await self._run(lambda c, _: health.health_of(c), read_only=True)
 
-    async def fallback_chain(self, channel_id: int) -> list[int]:
-        """The channels a failure of `channel_id` escalates through, in order (F1); a cycle
-        ends the list where it would repeat."""
-        return await self._run(
-            lambda c, _: channel_ops.fallback_chain(c, channel_id), read_only=True
-        )
-
     # -- API tokens -----------------------------------------------------------------------
 
     async def find_token(self, token_hash: str) -> tokens.TokenInfo | None:
