@@ -47,8 +47,9 @@ class Health:
     failing_since: datetime | None = None
     #: open: when the probe may go; half_open: when the probe's lease ends.
     until: datetime | None = None
-    #: The wait before the next probe if this one fails too.
-    backoff_s: float = FIRST_BACKOFF_S
+    #: The wait the breaker last opened for (0 until it first opens); doubled when a probe
+    #: fails.
+    backoff_s: float = 0.0
     last_error: str | None = None
 
 
@@ -90,7 +91,7 @@ def after_failures(health: Health, count: int, error: str, now: datetime, policy
         last_error=error,
     )
     if health.state is BreakerState.HALF_OPEN:
-        backoff = min(health.backoff_s * 2, policy.max_backoff_s)
+        backoff = min(max(health.backoff_s, policy.first_backoff_s) * 2, policy.max_backoff_s)
         return _open(failing, now, backoff)
     if health.state is BreakerState.CLOSED and failing.consecutive_failures >= policy.failures:
         return _open(failing, now, policy.first_backoff_s)
