@@ -21,6 +21,7 @@ from tidings.channel_trial import preview_text, send_test
 from tidings.channels.netguard import Network
 from tidings.channels.registry import Registry
 from tidings.core import validate
+from tidings.core.breaker import HEALTHY
 from tidings.core.errors import Conflict, NotFound, ValidationError
 from tidings.core.kinds import KindSpec
 from tidings.core.model import (
@@ -136,6 +137,15 @@ class Service:
 
     async def channel_health(self) -> dict[int, ChannelHealth]:
         return await self.hub.store.channel_health()
+
+    async def breakers(self) -> list[dict[str, Any]]:
+        """Every channel's circuit breaker (H1), healthy ones included."""
+        found = await self.hub.store.breakers()
+        return [views.breaker(c, found.get(c.id, HEALTHY)) for c in await self.channels()]
+
+    async def breaker(self, channel_id: int) -> dict[str, Any]:
+        channel = await self.channel(channel_id)
+        return views.breaker(channel, (await self.hub.store.breakers()).get(channel_id, HEALTHY))
 
     def channel_json(self, channel: Channel) -> dict[str, Any]:
         """A channel as the API and the CLI show it: secrets redacted."""

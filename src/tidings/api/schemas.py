@@ -62,6 +62,9 @@ class ChannelIn(Strict):
     max_age_s: float | None = None
     tenant: str | None = None
     templates: dict[str, str] = Field(default_factory=dict)
+    fallback_channel_id: int | None = Field(
+        default=None, description="F1: the channel a failed delivery escalates to"
+    )
 
 
 class ChannelPatch(Strict):
@@ -82,6 +85,7 @@ class ChannelPatch(Strict):
     max_age_s: float | None = None
     tenant: str | None = None
     templates: dict[str, str] | None = None
+    fallback_channel_id: int | None = None
 
 
 class ErrorBody(BaseModel):
@@ -121,6 +125,8 @@ class DeliveryOut(BaseModel):
     batch_id: int | None
     created_at: str
     sent_at: str | None
+    lost_leases: int = Field(description="Leases that ended without an outcome (not attempts)")
+    fallback_of: int | None = Field(description="F1: the failed delivery this one escalates")
 
 
 class PublishOut(BaseModel):
@@ -156,6 +162,7 @@ class AttemptOut(BaseModel):
 
 class DeliveryDetailOut(DeliveryViewOut):
     attempts_log: list[AttemptOut]
+    escalated_to: list[int] = Field(description="F1: deliveries this one's failure created")
 
 
 class DeliveryPage(BaseModel):
@@ -188,8 +195,25 @@ class ChannelOut(BaseModel):
     max_age_s: float | None
     tenant: str | None
     templates: dict[str, Any]
+    fallback_channel_id: int | None
     created_at: str
     updated_at: str
+
+
+class BreakerOut(BaseModel):
+    """A channel's circuit breaker (H1)."""
+
+    channel_id: int
+    channel_name: str
+    breaker: Literal["closed", "open", "half_open"]
+    consecutive_failures: int
+    failing_since: str | None
+    probe_at: str | None = Field(description="open: when the next probe may go")
+    last_error: str | None
+
+
+class BreakerList(BaseModel):
+    items: list[BreakerOut]
 
 
 class ChannelList(BaseModel):

@@ -184,6 +184,8 @@ class AttemptRecord:
 class DeliveryDetail:
     view: DeliveryView
     attempts_log: list[Attempt]
+    #: F1: deliveries of the same event that this one's failure escalated to.
+    escalated_to: list[int] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
