@@ -172,6 +172,28 @@ class DeliveryPage(BaseModel):
     page_size: int
 
 
+class ReplayIn(Strict):
+    """M3: which ended deliveries to requeue; all given filters must match."""
+
+    states: list[Literal["failed", "skipped"]] = Field(default=["failed"], min_length=1)
+    channel_id: int | None = Field(default=None, ge=1, le=MAX_ID)
+    failure: Literal["permanent", "exhausted", "expired"] | None = None
+    event_kind: str | None = Field(default=None, max_length=200)
+    tenant: str | None = Field(default=None, max_length=200)
+    since: datetime | None = None
+    until: datetime | None = None
+    after_id: int = Field(default=0, ge=0, le=MAX_ID, description="Rows after this id (paging)")
+    dry_run: bool = Field(default=False, description="Only count what would be requeued")
+
+
+class ReplayOut(BaseModel):
+    matched: int = Field(description="Rows the filter matches from after_id on")
+    requeued: int
+    dry_run: bool
+    next_after_id: int | None = Field(description="More match: send again with this after_id")
+    replayed: bool = Field(description="The Idempotency-Key was used before: nothing done again")
+
+
 class ResendOut(BaseModel):
     delivery: DeliveryOut
     requeued: bool

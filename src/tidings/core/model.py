@@ -239,6 +239,33 @@ class DeliveryQuery:
     until: datetime | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class ReplayQuery:
+    """Which ended deliveries a bulk resend takes (M3); every field but `states` optional.
+    Paged by id: rows after `after_id`, oldest first."""
+
+    states: frozenset[State] = frozenset({State.FAILED})
+    channel_id: int | None = None
+    failure: Failure | None = None
+    event_kind: str | None = None
+    tenant: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    after_id: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayResult:
+    """What a bulk resend found and did; `next_after_id` is set when more rows match than one
+    request takes, `replayed` when the request id had been used (nothing done again)."""
+
+    matched: int
+    requeued: int
+    dry_run: bool
+    next_after_id: int | None = None
+    replayed: bool = False
+
+
 T = TypeVar("T")
 
 

@@ -232,6 +232,21 @@ rate_buckets = Table(
     Column("paused_until", UTCDateTime),
 )
 
+# M3: one row per bulk resend request, so its request id requeues once.
+bulk_resends = Table(
+    "bulk_resends",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("request_id", String(255), nullable=False),
+    Column("operator", String(200), nullable=False),
+    Column("query", Text, nullable=False),
+    Column("matched", Integer, nullable=False),
+    Column("requeued", Integer, nullable=False),
+    Column("next_after_id", Id),
+    Column("at", UTCDateTime, nullable=False),
+    UniqueConstraint("request_id"),
+)
+
 # H1: each channel's health and circuit breaker, cluster-wide; a row appears with the first
 # failure (no row: healthy).
 channel_health = Table(

@@ -16,7 +16,16 @@ from sqlalchemy.engine import Connection
 
 from tidings.core.breaker import HEALTHY, Policy
 from tidings.core.errors import StoreError
-from tidings.core.model import AttemptRecord, Claim, Event, EventInput, PublishResult, ResendResult
+from tidings.core.model import (
+    AttemptRecord,
+    Claim,
+    Event,
+    EventInput,
+    PublishResult,
+    ReplayQuery,
+    ReplayResult,
+    ResendResult,
+)
 from tidings.core.states import State
 from tidings.store import (
     channel_ops,
@@ -26,6 +35,7 @@ from tidings.store import (
     migrate,
     outcomes,
     publishing,
+    replay,
     resending,
     sweep,
 )
@@ -275,6 +285,24 @@ class Store(AdminWrites, Reads):
         result = await self._run(resending.resend, delivery_id, operator, request_id, now=now)
         if result.requeued:
             self._new_work([result.delivery.channel_id])
+        return result
+
+    async def replay(
+        self,
+        query: ReplayQuery,
+        operator: str,
+        request_id: str,
+        *,
+        dry_run: bool = False,
+        now: datetime | None = None,
+    ) -> ReplayResult:
+        """M3: requeue (or with `dry_run` only count) a page of the ended rows `query`
+        matches, once per `request_id`."""
+        if dry_run:
+            return await self._run(replay.count, query, now=now, read_only=True)
+        result = await self._run(replay.resend, query, operator, request_id, now=now)
+        if result.requeued and self._on_work is not None:
+            self._on_work(None)  # many channels, maybe: look at every one
         return result
 
     async def inbox_put(

@@ -157,7 +157,9 @@ def spec_from_form(kind: KindForm, form: dict[str, str], stored: Channel | None)
     fields["tenant"] = form.get("tenant") or None
     fields.setdefault("max_age_s", None)
     fallback = form.get("fallback_channel_id", "")
-    fields["fallback_channel_id"] = _number("fallback_channel_id", fallback, int) if fallback else None
+    fields["fallback_channel_id"] = (
+        _number("fallback_channel_id", fallback, int) if fallback else None
+    )
     fields["filter"] = _filter(form)
     fields["config"] = _config(kind, form, stored)
     return fields
