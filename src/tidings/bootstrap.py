@@ -61,6 +61,8 @@ def dispatcher_config(settings: Settings) -> DispatcherConfig:
             first_backoff_s=settings.breaker_backoff_s,
             max_backoff_s=max(settings.breaker_backoff_s, 900.0),
         ),
+        retention_days=settings.retention_days,
+        retention_archive_dir=settings.retention_archive_dir,
     )
 
 

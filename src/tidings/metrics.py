@@ -60,6 +60,12 @@ class Metrics:
             registry=self.registry,
         )
 
+        self.purged_rows = Counter(
+            "tidings_purged_rows",
+            "Rows deleted by retention (R1): deliveries with their attempts, events, other",
+            ["what"],
+            registry=self.registry,
+        )
         self.breaker = Gauge(
             "tidings_channel_breaker_open",
             "A channel's circuit breaker: 0 closed, 1 half-open (probing), 2 open (H1)",
@@ -83,6 +89,12 @@ class Metrics:
         if timing is None:
             timing = self._send_seconds[kind] = self.send_seconds.labels(kind)
         timing.observe(seconds)
+
+    def purged(self, deliveries: int, events: int, other: int) -> None:
+        """Rows retention deleted (R1), by table group."""
+        for what, rows in (("deliveries", deliveries), ("events", events), ("other", other)):
+            if rows:
+                self.purged_rows.labels(what=what).inc(rows)
 
     def fenced(self, rows: int) -> None:
         """Rows a write left alone because their lease had passed to another worker (C3)."""

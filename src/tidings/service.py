@@ -9,7 +9,7 @@ tidings.auth, tidings.metrics and tidings.core.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -39,11 +39,13 @@ from tidings.core.model import (
 from tidings.core.outcome import Outcome
 from tidings.core.states import State
 from tidings.dispatch.dispatcher import check_lease
+from tidings.dispatch.retention import Purger
 from tidings.hub import Hub
 from tidings.metrics import Metrics
 from tidings.store.dashboard import ChannelHealth, HourBucket
 from tidings.store.inbox import InboxMessage
 from tidings.store.replay import MAX_PAGE
+from tidings.store.retention import EXPORTED
 from tidings.store.tokens import TokenInfo as TokenInfo  # entry points see tokens through here
 
 BOOTSTRAP_CHANNEL = "inbox"
@@ -214,6 +216,26 @@ class Service:
         if done.replayed:  # submitted again: nothing requeued twice
             return BulkResend(0, done.requeued, done.matched - page)
         return BulkResend(done.requeued, page - done.requeued, done.matched - page)
+
+    # -- retention (R1) -----------------------------------------------------------------
+
+    async def purge_due(self, retention_days: float) -> dict[str, int]:
+        """What a purge would delete now (a dry run), by channel."""
+        return await self.hub.store.purge_due(retention_days)
+
+    async def purge(self, retention_days: float, archive_dir: str | None) -> int:
+        """Purge everything due now, in batches (archived first into `archive_dir`)."""
+        return await Purger(self.hub.store, retention_days, archive_dir).purge_all()
+
+    async def export_rows(
+        self, before: datetime
+    ) -> AsyncIterator[tuple[str, list[dict[str, Any]]]]:
+        """Events, deliveries and attempts created before `before`, a page at a time."""
+        for name in EXPORTED:
+            after = 0
+            while page := await self.hub.store.export_page(name, before, after):
+                yield name, page
+                after = int(page[-1]["id"])
 
     async def preview(self, view: DeliveryView, event: Event) -> str:
         """The delivery's message as its channel's adapter renders the event now."""

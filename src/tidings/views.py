@@ -124,6 +124,7 @@ def channel(c: Channel, secret_fields: Sequence[str]) -> dict[str, Any]:
         "tenant": c.tenant,
         "templates": c.templates,
         "fallback_channel_id": c.fallback_channel_id,
+        "retention_days": c.retention_days,
         "created_at": ts(c.created_at),
         "updated_at": ts(c.updated_at),
     }

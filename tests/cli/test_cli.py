@@ -34,6 +34,8 @@ COMMANDS = [
     ["deliveries", "list"],
     ["deliveries", "show"],
     ["deliveries", "resend"],
+    ["purge"],
+    ["archive"],
 ]
 
 

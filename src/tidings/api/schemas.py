@@ -65,6 +65,9 @@ class ChannelIn(Strict):
     fallback_channel_id: int | None = Field(
         default=None, description="F1: the channel a failed delivery escalates to"
     )
+    retention_days: float | None = Field(
+        default=None, description="R1: days its ended deliveries are kept (default: global)"
+    )
 
 
 class ChannelPatch(Strict):
@@ -86,6 +89,7 @@ class ChannelPatch(Strict):
     tenant: str | None = None
     templates: dict[str, str] | None = None
     fallback_channel_id: int | None = None
+    retention_days: float | None = None
 
 
 class ErrorBody(BaseModel):
@@ -218,6 +222,7 @@ class ChannelOut(BaseModel):
     tenant: str | None
     templates: dict[str, Any]
     fallback_channel_id: int | None
+    retention_days: float | None
     created_at: str
     updated_at: str
 

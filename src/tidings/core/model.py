@@ -83,6 +83,8 @@ class ChannelSpec:
     templates: JSON = field(default_factory=dict)
     #: F1: the channel a failed delivery escalates to (same event), if any.
     fallback_channel_id: int | None = None
+    #: R1: days its ended deliveries are kept (None: the global `retention_days`).
+    retention_days: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +109,7 @@ class Channel:
     created_at: datetime
     updated_at: datetime
     fallback_channel_id: int | None = None
+    retention_days: float | None = None
 
     def spec(self) -> ChannelSpec:
         """The operator-set fields, e.g. to apply an update to."""

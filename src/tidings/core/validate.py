@@ -29,6 +29,8 @@ MAX_TIMEOUT_S = 600.0
 MAX_RATE_PER_MIN = 1_000_000.0
 MAX_RATE_BURST = 10_000
 MAX_ATTEMPTS = 100
+#: Retention beyond this is "forever" in all but name.
+MAX_DAYS = 100 * 366.0
 #: The largest id a 64-bit column holds.
 MAX_ID = 2**63 - 1
 
@@ -264,6 +266,7 @@ def channel_spec(**raw: object) -> ChannelSpec:
         tenant=_optional_string("tenant", get("tenant"), 200),
         templates=_string_map("templates", get("templates")),
         fallback_channel_id=_optional_id("fallback_channel_id", get("fallback_channel_id")),
+        retention_days=_optional_number("retention_days", get("retention_days"), 0, MAX_DAYS),
     )
 
 

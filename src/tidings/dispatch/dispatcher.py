@@ -28,6 +28,7 @@ from tidings.dispatch.gate import ClaimGate
 from tidings.dispatch.jobs import CLAIMS_AHEAD, JobContext
 from tidings.dispatch.memory import EventMemory
 from tidings.dispatch.realtime import run_realtime
+from tidings.dispatch.retention import Purger
 from tidings.dispatch.wakeup import Wakeup
 from tidings.metrics import Metrics
 from tidings.store import Store
@@ -55,6 +56,9 @@ class DispatcherConfig:
     allowed_networks: tuple[IPv4Network | IPv6Network, ...] = field(default_factory=tuple)
     #: H1: when a failing channel's breaker opens, and when the channel is disabled.
     breaker: Policy = field(default_factory=Policy)
+    #: R1: days ended rows are kept (0: keep everything), and where to archive them first.
+    retention_days: float = 30.0
+    retention_archive_dir: str | None = None
 
 
 def check_lease(lease_s: float, largest_timeout: tuple[float, str] | None) -> None:
@@ -113,12 +117,22 @@ class Dispatcher:
         check_lease(self.config.lease_s, await self.store.largest_timeout())
         async with HttpClient(allowed_networks=self.config.allowed_networks) as http:
             wakeup = Wakeup(self.store, self._notifier)
+            purger = Purger(
+                self.store,
+                self.config.retention_days,
+                self.config.retention_archive_dir,
+                self.metrics,
+            )
+            purging = asyncio.create_task(purger.run(self._stopping), name="tidings-retention")
             try:
                 await wakeup.start()
                 await self._loop(http, wakeup)
             finally:
                 await self._shutdown()
                 await wakeup.close()
+                purging.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await purging
         log.info("dispatcher %s stopped", self.config.worker_id)
 
     async def _loop(self, http: HttpClient, wakeup: Wakeup) -> None:

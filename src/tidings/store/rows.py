@@ -60,6 +60,7 @@ def channel(row: Mapping[Any, Any]) -> Channel:
         created_at=row["created_at"],
         updated_at=row["updated_at"],
         fallback_channel_id=row["fallback_channel_id"],
+        retention_days=row["retention_days"],
     )
 
 

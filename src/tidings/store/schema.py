@@ -126,6 +126,8 @@ channels = Table(
     Column("updated_at", UTCDateTime, nullable=False),
     # F1: where a failed delivery of this channel escalates (chains of at most 3, no cycle).
     Column("fallback_channel_id", Id, ForeignKey("channels.id", ondelete="SET NULL")),
+    # R1: days this channel's ended deliveries are kept (None: the global retention_days).
+    Column("retention_days", Float),
     UniqueConstraint("name"),
 )
 

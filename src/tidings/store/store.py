@@ -14,7 +14,6 @@ from datetime import datetime
 
 from sqlalchemy.engine import Connection
 
-from tidings.core.breaker import HEALTHY, Policy
 from tidings.core.errors import StoreError
 from tidings.core.model import (
     AttemptRecord,
@@ -22,32 +21,29 @@ from tidings.core.model import (
     Event,
     EventInput,
     PublishResult,
-    ReplayQuery,
-    ReplayResult,
     ResendResult,
 )
 from tidings.core.states import State
 from tidings.store import (
     channel_ops,
     claims,
-    health,
     inbox,
     migrate,
     outcomes,
     publishing,
-    replay,
     resending,
     sweep,
 )
 from tidings.store.admin import AdminWrites
 from tidings.store.clock import AppClock, TxClock, utc_now
 from tidings.store.notify import OnWork, PostgresListener
+from tidings.store.operations import Operations
 from tidings.store.reads import Reads
 
 Events = Mapping[int, Event]
 
 
-class Store(AdminWrites, Reads):
+class Store(Operations, AdminWrites, Reads):
     def __init__(
         self,
         url: str,
@@ -253,30 +249,6 @@ class Store(AdminWrites, Reads):
         one = self.dialect.outcome_in_one_statement
         return await self._run(op, token, ids, attempts, *args, now=now, one_statement=one)
 
-    # -- channel health (H1) -------------------------------------------------------------
-
-    async def record_health(
-        self,
-        channel_id: int,
-        delivered: bool,
-        failures: int,
-        error: str,
-        policy: Policy,
-        *,
-        now: datetime | None = None,
-    ) -> health.Change:
-        """A claim's outcomes for the channel's breaker. A delivery to a healthy channel —
-        nearly every claim — costs one read."""
-        if delivered:
-            current = await self._run(
-                lambda conn, _clock: health.load(conn, channel_id), read_only=True
-            )
-            if current == HEALTHY:
-                return health.Change()
-        return await self._run(
-            health.record, channel_id, delivered, failures, error, policy, now=now
-        )
-
     # -- operators (M1) and the inbox -----------------------------------------------------
 
     async def resend(
@@ -285,24 +257,6 @@ class Store(AdminWrites, Reads):
         result = await self._run(resending.resend, delivery_id, operator, request_id, now=now)
         if result.requeued:
             self._new_work([result.delivery.channel_id])
-        return result
-
-    async def replay(
-        self,
-        query: ReplayQuery,
-        operator: str,
-        request_id: str,
-        *,
-        dry_run: bool = False,
-        now: datetime | None = None,
-    ) -> ReplayResult:
-        """M3: requeue (or with `dry_run` only count) a page of the ended rows `query`
-        matches, once per `request_id`."""
-        if dry_run:
-            return await self._run(replay.count, query, now=now, read_only=True)
-        result = await self._run(replay.resend, query, operator, request_id, now=now)
-        if result.requeued and self._on_work is not None:
-            self._on_work(None)  # many channels, maybe: look at every one
         return result
 
     async def inbox_put(
