@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
+from tidings import tracing
 from tidings.channels.netguard import parse_networks
 from tidings.channels.registry import Registry
 from tidings.config import Settings
@@ -37,6 +38,8 @@ class Runtime:
         return self.service.metrics
 
     def dispatcher(self) -> Dispatcher:
+        """The dispatcher of `serve` or `worker`; spans go over OTLP when OTEL_* asks."""
+        tracing.configure_from_environment()
         return Dispatcher(
             self.hub.store,
             self.registry,

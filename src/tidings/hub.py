@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from tidings import tracing
 from tidings.channel_rules import DEFAULT_LEASE_S, ChannelRules
 from tidings.core import validate
 from tidings.core.errors import ValidationError
@@ -166,9 +168,24 @@ class Hub:
     ) -> list[PublishResult]:
         """Publish several events in one transaction: all are stored or none is."""
         inputs = [as_input(item) for item in items]
+        if tracing.active():
+            return await self._publish_traced(inputs, conn)
         if conn is None:
             return await self.store.publish(inputs)
         return await conn.run_sync(self.store.publish_in, inputs)
+
+    async def _publish_traced(
+        self, inputs: list[EventInput], conn: AsyncConnection | None
+    ) -> list[PublishResult]:
+        """As a span — a child of the first event's traceparent, or of the caller's
+        context — whose traceparent each event keeps, so its sends join the trace."""
+        parent = next((i.traceparent for i in inputs if i.traceparent), None)
+        attributes = {"tidings.events": len(inputs)}
+        with tracing.span("tidings.publish", parent=parent, attributes=attributes) as here:
+            inputs = [replace(i, traceparent=here) for i in inputs]
+            if conn is None:
+                return await self.store.publish(inputs)
+            return await conn.run_sync(self.store.publish_in, inputs)
 
     async def get_event(self, event_id: int) -> PublishResult:
         return await self.store.get_event(event_id)

@@ -44,6 +44,8 @@ class EventInput:
     data: JSON = field(default_factory=dict)
     tenant: str | None = None
     idempotency_key: str | None = None
+    #: The W3C traceparent its sends continue (tracing); None without.
+    traceparent: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +62,7 @@ class Event:
     tenant: str | None
     idempotency_key: str | None
     created_at: datetime
+    traceparent: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

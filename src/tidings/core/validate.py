@@ -34,6 +34,7 @@ MAX_DAYS = 100 * 366.0
 #: The largest id a 64-bit column holds.
 MAX_ID = 2**63 - 1
 
+_TRACEPARENT = re.compile(r"[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
 _CHANNEL_KIND = re.compile(r"[a-z][a-z0-9_]*")
 # \s is str.isspace(); U+0000–U+001F and U+007F–U+009F are all of Unicode's category Cc.
 _SPACE_OR_CONTROL = re.compile(r"[\s\x00-\x1f\x7f-\x9f]")
@@ -200,6 +201,7 @@ def event_input(
     data: object = None,
     tenant: object = None,
     idempotency_key: object = None,
+    traceparent: object = None,
 ) -> EventInput:
     """An EventInput from loose input (API body, CLI flags, library call)."""
     return EventInput(
@@ -213,7 +215,26 @@ def event_input(
         data=_json_object("data", data),
         tenant=_optional_string("tenant", tenant, 200),
         idempotency_key=_optional_string("idempotency_key", idempotency_key, 255),
+        traceparent=_traceparent(traceparent),
     )
+
+
+def valid_traceparent(value: object) -> str | None:
+    """A W3C traceparent (`00-<32 hex>-<16 hex>-<2 hex>`), or None for anything else."""
+    if isinstance(value, str) and _TRACEPARENT.fullmatch(value) and not value.startswith("ff"):
+        return value
+    return None
+
+
+def _traceparent(value: object) -> str | None:
+    if value is None:
+        return None
+    found = valid_traceparent(value)
+    if found is None:
+        raise ValidationError(
+            "traceparent", "must be a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>)"
+        )
+    return found
 
 
 # --- channels ------------------------------------------------------------------------------

@@ -139,8 +139,11 @@ class Dispatcher:
         ctx = JobContext(
             store=self.store,
             registry=self.registry,
-            send_context=lambda: SendContext(
-                http=http, store=self.store, attempt_at=self._clock.now()
+            send_context=lambda traceparent=None: SendContext(
+                http=http,
+                store=self.store,
+                attempt_at=self._clock.now(),
+                traceparent=traceparent,
             ),
             slots=asyncio.Semaphore(self.config.concurrency),
             lanes=self.config.concurrency,

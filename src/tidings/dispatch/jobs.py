@@ -46,7 +46,8 @@ RECORD_RETRY_MAX_S = 2.0
 class JobContext:
     store: Store
     registry: Registry
-    send_context: Callable[[], SendContext]
+    #: A send's context; given the send span's traceparent when tracing is on.
+    send_context: Callable[..., SendContext]
     slots: asyncio.Semaphore
     worker_id: str
     lease_s: float

@@ -102,6 +102,7 @@ def _values(item: EventInput) -> dict[str, object]:
         "data": item.data,
         "tenant": item.tenant,
         "idempotency_key": item.idempotency_key,
+        "traceparent": item.traceparent,
     }
 
 
@@ -119,6 +120,7 @@ def _event(event_id: int, item: EventInput, created_at: datetime) -> Event:
         tenant=item.tenant,
         idempotency_key=item.idempotency_key,
         created_at=created_at,
+        traceparent=item.traceparent,
     )
 
 

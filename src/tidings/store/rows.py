@@ -35,6 +35,7 @@ def event(row: Mapping[Any, Any]) -> Event:
         tenant=row["tenant"],
         idempotency_key=row["idempotency_key"],
         created_at=row["created_at"],
+        traceparent=row["traceparent"],
     )
 
 

@@ -98,6 +98,8 @@ events = Table(
     Column("tenant", String(200)),
     Column("idempotency_key", String(255)),
     Column("created_at", UTCDateTime, nullable=False),
+    # The W3C traceparent of the span that published it (tracing; None without).
+    Column("traceparent", String(55)),
     UniqueConstraint("idempotency_key"),
     Index(None, "created_at"),
 )
