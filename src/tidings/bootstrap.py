@@ -11,9 +11,11 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
+from tidings import tracing
 from tidings.channels.netguard import parse_networks
 from tidings.channels.registry import Registry
 from tidings.config import Settings
+from tidings.core.breaker import Policy
 from tidings.dispatch import Dispatcher, DispatcherConfig
 from tidings.hub import Hub
 from tidings.metrics import Metrics
@@ -36,6 +38,8 @@ class Runtime:
         return self.service.metrics
 
     def dispatcher(self) -> Dispatcher:
+        """The dispatcher of `serve` or `worker`; spans go over OTLP when OTEL_* asks."""
+        tracing.configure_from_environment()
         return Dispatcher(
             self.hub.store,
             self.registry,
@@ -54,6 +58,14 @@ def dispatcher_config(settings: Settings) -> DispatcherConfig:
         claim_size=settings.claim_size,
         grace_s=settings.grace_s,
         allowed_networks=parse_networks(settings.allowed_private_networks),
+        breaker=Policy(
+            failures=settings.breaker_failures,
+            disable_after_s=settings.disable_after_s,
+            first_backoff_s=settings.breaker_backoff_s,
+            max_backoff_s=max(settings.breaker_backoff_s, 900.0),
+        ),
+        retention_days=settings.retention_days,
+        retention_archive_dir=settings.retention_archive_dir,
     )
 
 

@@ -35,6 +35,17 @@ class Settings(BaseSettings):
     #: Rows one realtime claim may lease (never more than the channel's rate budget).
     claim_size: int = Field(500, ge=1, le=5_000)
     grace_s: float = Field(20.0, ge=0, le=3600)
+    #: H1: consecutive retryable failures that open a channel's circuit breaker.
+    breaker_failures: int = Field(5, ge=1, le=1_000_000)
+    #: H1: failing this long without a success disables a channel (default 5 days).
+    disable_after_s: float = Field(432_000.0, gt=0, le=10 * 366 * 86400.0)
+    #: R1: days ended deliveries, their attempts and events without a delivery are kept
+    #: (0: keep everything); a channel may set its own.
+    retention_days: float = Field(30.0, ge=0, le=100 * 366.0)
+    #: R1: purged rows are first written to gzipped JSON Lines files in this directory.
+    retention_archive_dir: str | None = None
+    #: H1: the wait before an open breaker's first probe (doubling to 15 min).
+    breaker_backoff_s: float = Field(30.0, gt=0, le=86400.0)
 
     @field_validator("allowed_private_networks")
     @classmethod

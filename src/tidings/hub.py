@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from tidings import tracing
 from tidings.channel_rules import DEFAULT_LEASE_S, ChannelRules
 from tidings.core import validate
+from tidings.core.errors import ValidationError
 from tidings.core.model import (
     Channel,
     DeliveryDetail,
@@ -43,6 +46,10 @@ def as_input(item: EventLike) -> EventInput:
     return item if isinstance(item, EventInput) else validate.event_input(**item)
 
 
+#: F1: how many fallbacks a chain may hold (a channel, its fallback, and theirs).
+MAX_FALLBACK_CHAIN = 3
+
+
 class Channels:
     """Channel management: `hub.channels.create(...)`, `.update`, `.enable`, `.disable`, …
 
@@ -55,7 +62,9 @@ class Channels:
 
     async def create(self, **fields: Any) -> Channel:
         """A new channel; `rate_per_min` defaults to the kind's own (e.g. 18 for wecom)."""
-        return await self._store.create_channel(self.rules.new(fields))
+        spec = self.rules.new(fields)
+        await self._check_fallback(spec.fallback_channel_id, None)
+        return await self._store.create_channel(spec)
 
     async def get(self, channel_id: int) -> Channel:
         return await self._store.get_channel(channel_id)
@@ -69,7 +78,34 @@ class Channels:
     async def update(self, channel_id: int, **changes: Any) -> Channel:
         """Change some fields; a secret given as its mask (`••••1234`) keeps the stored one."""
         current = await self._store.get_channel(channel_id)
-        return await self._store.update_channel(channel_id, self.rules.update(current, changes))
+        spec = self.rules.update(current, changes)
+        if spec.fallback_channel_id != current.fallback_channel_id:
+            await self._check_fallback(spec.fallback_channel_id, channel_id)
+        return await self._store.update_channel(channel_id, spec)
+
+    async def _check_fallback(self, fallback_id: int | None, own_id: int | None) -> None:
+        """F1: the fallback exists, and with it no chain of fallbacks has a cycle or more
+        than MAX_FALLBACK_CHAIN links (every channel's chain, this one's included)."""
+        if fallback_id is None:
+            return
+        field = "fallback_channel_id"
+        if fallback_id == own_id:
+            raise ValidationError(field, "a channel cannot be its own fallback")
+        links = {c.id: c.fallback_channel_id for c in await self._store.list_channels()}
+        if fallback_id not in links:
+            raise ValidationError(field, f"no channel with id {fallback_id}")
+        links[own_id if own_id is not None else 0] = fallback_id
+        for start in links:
+            chain, at = [], links.get(start)
+            while at is not None:
+                if at == start or at in chain:
+                    raise ValidationError(field, "the fallbacks would form a cycle")
+                chain.append(at)
+                at = links.get(at)
+            if len(chain) > MAX_FALLBACK_CHAIN:
+                raise ValidationError(
+                    field, f"a chain of fallbacks may be at most {MAX_FALLBACK_CHAIN} long"
+                )
 
     async def enable(self, channel_id: int) -> Channel:
         return await self._store.enable_channel(channel_id)
@@ -132,9 +168,24 @@ class Hub:
     ) -> list[PublishResult]:
         """Publish several events in one transaction: all are stored or none is."""
         inputs = [as_input(item) for item in items]
+        if tracing.active():
+            return await self._publish_traced(inputs, conn)
         if conn is None:
             return await self.store.publish(inputs)
         return await conn.run_sync(self.store.publish_in, inputs)
+
+    async def _publish_traced(
+        self, inputs: list[EventInput], conn: AsyncConnection | None
+    ) -> list[PublishResult]:
+        """As a span — a child of the first event's traceparent, or of the caller's
+        context — whose traceparent each event keeps, so its sends join the trace."""
+        parent = next((i.traceparent for i in inputs if i.traceparent), None)
+        attributes = {"tidings.events": len(inputs)}
+        with tracing.span("tidings.publish", parent=parent, attributes=attributes) as here:
+            inputs = [replace(i, traceparent=here) for i in inputs]
+            if conn is None:
+                return await self.store.publish(inputs)
+            return await conn.run_sync(self.store.publish_in, inputs)
 
     async def get_event(self, event_id: int) -> PublishResult:
         return await self.store.get_event(event_id)

@@ -11,7 +11,10 @@ from datetime import UTC, datetime
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from tidings.core.breaker import HEALTHY, BreakerState
 from tidings.store import Store
+
+_BREAKER_LEVEL = {BreakerState.CLOSED: 0, BreakerState.HALF_OPEN: 1, BreakerState.OPEN: 2}
 
 
 class Metrics:
@@ -57,6 +60,25 @@ class Metrics:
             registry=self.registry,
         )
 
+        self.purged_rows = Counter(
+            "tidings_purged_rows",
+            "Rows deleted by retention (R1): deliveries with their attempts, events, other",
+            ["what"],
+            registry=self.registry,
+        )
+        self.breaker = Gauge(
+            "tidings_channel_breaker_open",
+            "A channel's circuit breaker: 0 closed, 1 half-open (probing), 2 open (H1)",
+            ["channel"],
+            registry=self.registry,
+        )
+        self.consecutive_failures = Gauge(
+            "tidings_channel_consecutive_failures",
+            "Retryable failures since a channel's last success",
+            ["channel"],
+            registry=self.registry,
+        )
+
     def sent(self, kind: str, status: str, seconds: float, messages: int = 1) -> None:
         # Children by label values, looked up once: `.labels()` costs more than the count.
         attempts = self._attempts.get((kind, status))
@@ -67,6 +89,12 @@ class Metrics:
         if timing is None:
             timing = self._send_seconds[kind] = self.send_seconds.labels(kind)
         timing.observe(seconds)
+
+    def purged(self, deliveries: int, events: int, other: int) -> None:
+        """Rows retention deleted (R1), by table group."""
+        for what, rows in (("deliveries", deliveries), ("events", events), ("other", other)):
+            if rows:
+                self.purged_rows.labels(what=what).inc(rows)
 
     def fenced(self, rows: int) -> None:
         """Rows a write left alone because their lease had passed to another worker (C3)."""
@@ -84,4 +112,14 @@ class Metrics:
         now = datetime.now(UTC)
         for channel, oldest in await self._store.oldest_pending():
             self.oldest_pending.labels(channel=channel).set((now - oldest).total_seconds())
+        await self._breakers()
         return generate_latest(self.registry)
+
+    async def _breakers(self) -> None:
+        health = await self._store.breakers()
+        self.breaker.clear()
+        self.consecutive_failures.clear()
+        for channel in await self._store.list_channels():
+            found = health.get(channel.id, HEALTHY)
+            self.breaker.labels(channel=channel.name).set(_BREAKER_LEVEL[found.state])
+            self.consecutive_failures.labels(channel=channel.name).set(found.consecutive_failures)

@@ -9,7 +9,7 @@ tidings.auth, tidings.metrics and tidings.core.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -21,7 +21,8 @@ from tidings.channel_trial import preview_text, send_test
 from tidings.channels.netguard import Network
 from tidings.channels.registry import Registry
 from tidings.core import validate
-from tidings.core.errors import Conflict, NotFound, ValidationError
+from tidings.core.breaker import HEALTHY
+from tidings.core.errors import NotFound, ValidationError
 from tidings.core.kinds import KindSpec
 from tidings.core.model import (
     Channel,
@@ -31,19 +32,26 @@ from tidings.core.model import (
     Event,
     Page,
     PublishResult,
+    ReplayQuery,
+    ReplayResult,
     ResendResult,
 )
 from tidings.core.outcome import Outcome
+from tidings.core.states import State
 from tidings.dispatch.dispatcher import check_lease
+from tidings.dispatch.retention import Purger
 from tidings.hub import Hub
 from tidings.metrics import Metrics
 from tidings.store.dashboard import ChannelHealth, HourBucket
 from tidings.store.inbox import InboxMessage
+from tidings.store.replay import MAX_PAGE
+from tidings.store.retention import EXPORTED
 from tidings.store.tokens import TokenInfo as TokenInfo  # entry points see tokens through here
 
 BOOTSTRAP_CHANNEL = "inbox"
 #: One bulk resend requeues at most this many rows; the rest stay for the next request.
-MAX_BULK_RESEND = 1000
+#: M3: rows one bulk resend requeues at most (the rest by the next request).
+MAX_BULK_RESEND = MAX_PAGE
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +145,15 @@ class Service:
     async def channel_health(self) -> dict[int, ChannelHealth]:
         return await self.hub.store.channel_health()
 
+    async def breakers(self) -> list[dict[str, Any]]:
+        """Every channel's circuit breaker (H1), healthy ones included."""
+        found = await self.hub.store.breakers()
+        return [views.breaker(c, found.get(c.id, HEALTHY)) for c in await self.channels()]
+
+    async def breaker(self, channel_id: int) -> dict[str, Any]:
+        channel = await self.channel(channel_id)
+        return views.breaker(channel, (await self.hub.store.breakers()).get(channel_id, HEALTHY))
+
     def channel_json(self, channel: Channel) -> dict[str, Any]:
         """A channel as the API and the CLI show it: secrets redacted."""
         return views.channel(channel, self.secret_fields(channel.kind))
@@ -182,20 +199,43 @@ class Service:
         """The ids of the failed rows matching `query` (at most `limit`), and how many match."""
         return await self.hub.store.failed_ids(query, limit)
 
-    async def resend_failed(
-        self, query: DeliveryQuery, operator: str, batch_id: str, limit: int = MAX_BULK_RESEND
-    ) -> BulkResend:
-        """Requeue the failed rows matching `query`, each audited. Each row's request id is
-        `batch_id:row id`, so the same batch submitted twice requeues each row once."""
-        ids, total = await self.failed_deliveries(query, limit)
-        requeued = 0
-        for delivery_id in ids:
-            try:
-                result = await self.resend(delivery_id, operator, f"{batch_id}:{delivery_id}")
-            except (Conflict, NotFound):  # it changed since it was counted
-                continue
-            requeued += int(result.requeued)
-        return BulkResend(requeued, len(ids) - requeued, max(0, total - len(ids)))
+    async def replay(
+        self, query: ReplayQuery, operator: str, request_id: str | None, *, dry_run: bool
+    ) -> ReplayResult:
+        """M3: requeue a page of the ended rows `query` matches (or only count them), each
+        row audited, once per request id."""
+        if not dry_run and not request_id:
+            raise ValidationError("Idempotency-Key", "is required to requeue (a dry run is not)")
+        return await self.hub.store.replay(query, operator, request_id or "", dry_run=dry_run)
+
+    async def resend_failed(self, query: DeliveryQuery, operator: str, batch_id: str) -> BulkResend:
+        """The failed rows a history filter matches, requeued through M3's path (the same
+        batch id twice requeues once)."""
+        done = await self.replay(failed_of(query), operator, batch_id, dry_run=False)
+        page = min(done.matched, MAX_PAGE)
+        if done.replayed:  # submitted again: nothing requeued twice
+            return BulkResend(0, done.requeued, done.matched - page)
+        return BulkResend(done.requeued, page - done.requeued, done.matched - page)
+
+    # -- retention (R1) -----------------------------------------------------------------
+
+    async def purge_due(self, retention_days: float) -> dict[str, int]:
+        """What a purge would delete now (a dry run), by channel."""
+        return await self.hub.store.purge_due(retention_days)
+
+    async def purge(self, retention_days: float, archive_dir: str | None) -> int:
+        """Purge everything due now, in batches (archived first into `archive_dir`)."""
+        return await Purger(self.hub.store, retention_days, archive_dir).purge_all()
+
+    async def export_rows(
+        self, before: datetime
+    ) -> AsyncIterator[tuple[str, list[dict[str, Any]]]]:
+        """Events, deliveries and attempts created before `before`, a page at a time."""
+        for name in EXPORTED:
+            after = 0
+            while page := await self.hub.store.export_page(name, before, after):
+                yield name, page
+                after = int(page[-1]["id"])
 
     async def preview(self, view: DeliveryView, event: Event) -> str:
         """The delivery's message as its channel's adapter renders the event now."""
@@ -277,3 +317,15 @@ class Service:
     ) -> dict[str, int]:
         """Record what a worker's sends did, fenced by the lease token (C3)."""
         return await worker_protocol.report(self.hub.store, token, worker_id, results)
+
+
+def failed_of(query: DeliveryQuery) -> ReplayQuery:
+    """A history filter's failed rows, as a bulk resend takes them."""
+    return ReplayQuery(
+        states=frozenset({State.FAILED}),
+        channel_id=query.channel_id,
+        event_kind=query.event_kind,
+        tenant=query.tenant,
+        since=query.since,
+        until=query.until,
+    )

@@ -12,6 +12,7 @@ from typing import Any
 
 from tidings.channel_rules import declared
 from tidings.channels.registry import Registry
+from tidings.core.breaker import Health
 from tidings.core.kinds import KindSpec
 from tidings.core.model import (
     Attempt,
@@ -48,6 +49,8 @@ def delivery(d: Delivery) -> dict[str, Any]:
         "batch_id": d.batch_id,
         "created_at": ts(d.created_at),
         "sent_at": ts(d.sent_at),
+        "lost_leases": d.lost_leases,
+        "fallback_of": d.fallback_of,
     }
 
 
@@ -86,7 +89,10 @@ def attempt(a: Attempt) -> dict[str, Any]:
 
 
 def delivery_detail(detail: DeliveryDetail) -> dict[str, Any]:
-    return delivery_view(detail.view) | {"attempts_log": [attempt(a) for a in detail.attempts_log]}
+    return delivery_view(detail.view) | {
+        "attempts_log": [attempt(a) for a in detail.attempts_log],
+        "escalated_to": detail.escalated_to,
+    }
 
 
 def publish_result(result: PublishResult) -> dict[str, Any]:
@@ -117,8 +123,23 @@ def channel(c: Channel, secret_fields: Sequence[str]) -> dict[str, Any]:
         "max_age_s": c.max_age_s,
         "tenant": c.tenant,
         "templates": c.templates,
+        "fallback_channel_id": c.fallback_channel_id,
+        "retention_days": c.retention_days,
         "created_at": ts(c.created_at),
         "updated_at": ts(c.updated_at),
+    }
+
+
+def breaker(channel: Channel, health: Health) -> dict[str, Any]:
+    """A channel's circuit breaker (H1); a channel without a row is healthy."""
+    return {
+        "channel_id": channel.id,
+        "channel_name": channel.name,
+        "breaker": health.state.value,
+        "consecutive_failures": health.consecutive_failures,
+        "failing_since": ts(health.failing_since),
+        "probe_at": ts(health.until),
+        "last_error": health.last_error,
     }
 
 

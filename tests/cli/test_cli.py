@@ -34,6 +34,8 @@ COMMANDS = [
     ["deliveries", "list"],
     ["deliveries", "show"],
     ["deliveries", "resend"],
+    ["purge"],
+    ["archive"],
 ]
 
 
@@ -229,3 +231,33 @@ def test_channel_add_checks_the_config_and_applies_the_kinds_rate(
     shown = json.loads(out)
     assert shown["rate_per_min"] == 18
     assert "0123456789abcdef" not in out
+
+
+def test_m3_bulk_resend_by_filter_with_a_dry_run_first(
+    capsys: pytest.CaptureFixture[str], db_url: str
+) -> None:
+    import asyncio
+
+    import tidings
+
+    async def failed() -> None:
+        async with tidings.Hub(db_url) as hub:
+            ch = await hub.channels.create(name="ops", kind="inbox")
+            await hub.publish_many([{"kind": "a.b", "subject": f"s{i}"} for i in range(3)])
+            got = await hub.store.claim_realtime(ch.id, 10, 60, "w")
+            assert got is not None
+            await hub.store.fail(got.token, got.ids, "HTTP 404")
+
+    asyncio.run(failed())
+    args = ("deliveries", "resend", "--state", "failed", "--failure", "permanent", "--db", db_url)
+    code, out, _ = run(capsys, *args, "--dry-run")
+    assert (code, out.strip()) == (0, "3 deliveries match; none requeued (dry run)")
+    code, out, _ = run(capsys, *args)
+    assert code == 0
+    assert out.strip().splitlines() == ["page 1: 3 requeued of 3 matching", "3 deliveries requeued"]
+    code, _, err = run(capsys, "deliveries", "resend", "--state", "sent", "--db", db_url)
+    assert code != 0
+    assert "only failed or skipped" in err
+    code, _, err = run(capsys, "deliveries", "resend", "--db", db_url)
+    assert code != 0
+    assert "give a delivery id, or at least one filter" in err

@@ -96,7 +96,7 @@ async def test_a_lost_listen_connection_is_noticed_at_once_and_replaced(
             with psycopg.connect(pg_url, autocommit=True) as admin:
                 killed = admin.execute(
                     "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
-                    " WHERE application_name = %s",
+                    " WHERE application_name = %s AND datname = current_database()",
                     [APPLICATION_NAME],
                 ).fetchone()
             assert killed == (1,)

@@ -30,6 +30,7 @@ def test_rows_become_dataclasses_with_enums_and_detached_json() -> None:
         "created_at": NOW,
         "sent_at": None,
         "lost_leases": 2,
+        "fallback_of": None,
     }
     event = {
         "id": 3,
@@ -44,6 +45,7 @@ def test_rows_become_dataclasses_with_enums_and_detached_json() -> None:
         "tenant": "acme",
         "idempotency_key": "k-1",
         "created_at": NOW,
+        "traceparent": None,
     }
     assert set(delivery) == {c.name for c in deliveries.c} == {f.name for f in fields(Delivery)}
     assert set(event) == {c.name for c in events.c} == {f.name for f in fields(Event)}

@@ -6,7 +6,16 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Response
 
-from tidings.api.schemas import MAX_ID, ChannelIn, ChannelList, ChannelOut, ChannelPatch, TestOut
+from tidings.api.schemas import (
+    MAX_ID,
+    BreakerList,
+    BreakerOut,
+    ChannelIn,
+    ChannelList,
+    ChannelOut,
+    ChannelPatch,
+    TestOut,
+)
 from tidings.api.security import require, service_of
 from tidings.auth import Scope
 from tidings.core.outcome import Delivered, attempt_status
@@ -22,6 +31,17 @@ READ = [Depends(require(Scope.READ))]
 @router.get("", response_model=ChannelList, dependencies=READ)
 async def list_channels(service: ServiceDep) -> dict[str, Any]:
     return {"items": [service.channel_json(c) for c in await service.channels()]}
+
+
+@router.get("/health", response_model=BreakerList, dependencies=READ)
+async def list_breakers(service: ServiceDep) -> dict[str, Any]:
+    """Every channel's circuit breaker (H1): closed, open (rows wait) or half_open (probing)."""
+    return {"items": await service.breakers()}
+
+
+@router.get("/{channel_id}/health", response_model=BreakerOut, dependencies=READ)
+async def get_breaker(channel_id: ChannelId, service: ServiceDep) -> dict[str, Any]:
+    return await service.breaker(channel_id)
 
 
 @router.post("", status_code=201, response_model=ChannelOut, dependencies=ADMIN)

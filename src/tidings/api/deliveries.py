@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Path, Query
 
 from tidings import views
-from tidings.api.schemas import MAX_ID, DeliveryDetailOut, DeliveryPage, ResendOut, State
+from tidings.api.schemas import (
+    MAX_ID,
+    DeliveryDetailOut,
+    DeliveryPage,
+    ReplayIn,
+    ReplayOut,
+    ResendOut,
+    State,
+)
 from tidings.api.security import require, service_of
 from tidings.auth import Scope
-from tidings.core.model import DeliveryQuery
+from tidings.core.model import DeliveryQuery, ReplayQuery
+from tidings.core.states import Failure
 from tidings.core.states import State as DeliveryState
 from tidings.service import Service, TokenInfo
 
@@ -59,6 +69,30 @@ async def list_deliveries(
 )
 async def get_delivery(delivery_id: DeliveryId, service: ServiceDep) -> dict[str, Any]:
     return views.delivery_detail(await service.delivery(delivery_id))
+
+
+@router.post("/resend", response_model=ReplayOut)
+async def replay(
+    body: ReplayIn,
+    service: ServiceDep,
+    token: Annotated[TokenInfo, Depends(require(Scope.ADMIN))],
+    idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
+) -> dict[str, Any]:
+    """M3: requeue the ended deliveries a filter matches, at most 10,000 per request (oldest
+    first; `next_after_id` pages on), each audited; `dry_run` only counts. Requeuing needs an
+    `Idempotency-Key`: the same key requeues once."""
+    query = ReplayQuery(
+        states=frozenset(DeliveryState(s) for s in body.states),
+        channel_id=body.channel_id,
+        failure=Failure(body.failure) if body.failure else None,
+        event_kind=body.event_kind,
+        tenant=body.tenant,
+        since=_utc(body.since),
+        until=_utc(body.until),
+        after_id=body.after_id,
+    )
+    done = await service.replay(query, f"token:{token.name}", idempotency_key, dry_run=body.dry_run)
+    return asdict(done)
 
 
 @router.post("/{delivery_id}/resend", response_model=ResendOut)

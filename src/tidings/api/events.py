@@ -4,13 +4,17 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Path, Response
+from fastapi import APIRouter, Depends, Header, Path, Response
 
 from tidings import views
 from tidings.api.schemas import MAX_ID, BatchIn, BatchOut, EventIn, PublishOut
 from tidings.api.security import require, service_of
 from tidings.auth import Scope
+from tidings.core.validate import valid_traceparent
 from tidings.service import Service
+
+#: The caller's W3C trace context (tracing).
+TraceParent = Annotated[str | None, Header()]
 
 router = APIRouter(prefix="/v1/events", tags=["events"])
 ServiceDep = Annotated[Service, Depends(service_of)]
@@ -23,9 +27,14 @@ ServiceDep = Annotated[Service, Depends(service_of)]
     dependencies=[Depends(require(Scope.PUBLISH))],
     responses={200: {"model": PublishOut, "description": "the idempotency key was stored already"}},
 )
-async def publish(body: EventIn, response: Response, service: ServiceDep) -> dict[str, Any]:
-    """Publish one event; 201 when new, 200 with the first event for a repeated key (E2)."""
-    result = await service.publish(body.model_dump())
+async def publish(
+    body: EventIn, response: Response, service: ServiceDep, traceparent: TraceParent = None
+) -> dict[str, Any]:
+    """Publish one event; 201 when new, 200 with the first event for a repeated key (E2).
+    A W3C `traceparent` header puts its sends in the caller's trace (an invalid one is
+    ignored, as the W3C asks)."""
+    fields = body.model_dump() | {"traceparent": valid_traceparent(traceparent)}
+    result = await service.publish(fields)
     if not result.created:
         response.status_code = 200
         response.headers["Idempotent-Replayed"] = "true"
@@ -38,9 +47,13 @@ async def publish(body: EventIn, response: Response, service: ServiceDep) -> dic
     response_model=BatchOut,
     dependencies=[Depends(require(Scope.PUBLISH))],
 )
-async def publish_batch(body: BatchIn, service: ServiceDep) -> dict[str, Any]:
+async def publish_batch(
+    body: BatchIn, service: ServiceDep, traceparent: TraceParent = None
+) -> dict[str, Any]:
     """Publish up to 1,000 events in one transaction: all are stored or none."""
-    results = await service.publish_batch([e.model_dump() for e in body.events])
+    parent = valid_traceparent(traceparent)
+    items = [e.model_dump() | {"traceparent": parent} for e in body.events]
+    results = await service.publish_batch(items)
     return {"results": [views.publish_result(r) for r in results]}
 
 

@@ -62,6 +62,12 @@ class ChannelIn(Strict):
     max_age_s: float | None = None
     tenant: str | None = None
     templates: dict[str, str] = Field(default_factory=dict)
+    fallback_channel_id: int | None = Field(
+        default=None, description="F1: the channel a failed delivery escalates to"
+    )
+    retention_days: float | None = Field(
+        default=None, description="R1: days its ended deliveries are kept (default: global)"
+    )
 
 
 class ChannelPatch(Strict):
@@ -82,6 +88,8 @@ class ChannelPatch(Strict):
     max_age_s: float | None = None
     tenant: str | None = None
     templates: dict[str, str] | None = None
+    fallback_channel_id: int | None = None
+    retention_days: float | None = None
 
 
 class ErrorBody(BaseModel):
@@ -121,6 +129,8 @@ class DeliveryOut(BaseModel):
     batch_id: int | None
     created_at: str
     sent_at: str | None
+    lost_leases: int = Field(description="Leases that ended without an outcome (not attempts)")
+    fallback_of: int | None = Field(description="F1: the failed delivery this one escalates")
 
 
 class PublishOut(BaseModel):
@@ -156,6 +166,7 @@ class AttemptOut(BaseModel):
 
 class DeliveryDetailOut(DeliveryViewOut):
     attempts_log: list[AttemptOut]
+    escalated_to: list[int] = Field(description="F1: deliveries this one's failure created")
 
 
 class DeliveryPage(BaseModel):
@@ -163,6 +174,28 @@ class DeliveryPage(BaseModel):
     total: int
     page: int
     page_size: int
+
+
+class ReplayIn(Strict):
+    """M3: which ended deliveries to requeue; all given filters must match."""
+
+    states: list[Literal["failed", "skipped"]] = Field(default=["failed"], min_length=1)
+    channel_id: int | None = Field(default=None, ge=1, le=MAX_ID)
+    failure: Literal["permanent", "exhausted", "expired"] | None = None
+    event_kind: str | None = Field(default=None, max_length=200)
+    tenant: str | None = Field(default=None, max_length=200)
+    since: datetime | None = None
+    until: datetime | None = None
+    after_id: int = Field(default=0, ge=0, le=MAX_ID, description="Rows after this id (paging)")
+    dry_run: bool = Field(default=False, description="Only count what would be requeued")
+
+
+class ReplayOut(BaseModel):
+    matched: int = Field(description="Rows the filter matches from after_id on")
+    requeued: int
+    dry_run: bool
+    next_after_id: int | None = Field(description="More match: send again with this after_id")
+    replayed: bool = Field(description="The Idempotency-Key was used before: nothing done again")
 
 
 class ResendOut(BaseModel):
@@ -188,8 +221,26 @@ class ChannelOut(BaseModel):
     max_age_s: float | None
     tenant: str | None
     templates: dict[str, Any]
+    fallback_channel_id: int | None
+    retention_days: float | None
     created_at: str
     updated_at: str
+
+
+class BreakerOut(BaseModel):
+    """A channel's circuit breaker (H1)."""
+
+    channel_id: int
+    channel_name: str
+    breaker: Literal["closed", "open", "half_open"]
+    consecutive_failures: int
+    failing_since: str | None
+    probe_at: str | None = Field(description="open: when the next probe may go")
+    last_error: str | None
+
+
+class BreakerList(BaseModel):
+    items: list[BreakerOut]
 
 
 class ChannelList(BaseModel):

@@ -88,6 +88,8 @@ class SendContext:
     http: HttpClient
     store: ChannelStore
     attempt_at: datetime
+    #: The W3C traceparent of the send's span, for kinds that pass it on (webhooks).
+    traceparent: str | None = None
 
 
 class _FromSpec(Generic[T]):

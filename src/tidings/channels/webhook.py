@@ -34,6 +34,7 @@ RESERVED_HEADERS: Final = frozenset(
         "webhook-id",
         "webhook-timestamp",
         "webhook-signature",
+        "traceparent",
         "content-length",
         "transfer-encoding",
         "host",
@@ -158,6 +159,8 @@ class WebhookAdapter(Adapter):
         timestamp = int(ctx.attempt_at.timestamp())
         headers = dict(channel.config.get("headers", {}))
         headers["content-type"] = message.content_type
+        if ctx.traceparent is not None:  # the receiver may join the producer's trace
+            headers["traceparent"] = ctx.traceparent
         headers.update(
             signing.headers(
                 channel.config.get("secret"), message.target.message_id, timestamp, message.payload

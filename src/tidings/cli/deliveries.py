@@ -1,8 +1,11 @@
 """`tidings deliveries`: history (M2) and one delivery with its attempts, as tables or JSON,
-and resend (M1)."""
+and resend: one (M1) or all a filter matches (M3)."""
 
 from __future__ import annotations
 
+import uuid
+from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Annotated
 
 import typer
@@ -19,8 +22,9 @@ from tidings.cli.app import (
     print_json,
     with_runtime,
 )
-from tidings.core.model import DeliveryQuery
-from tidings.core.states import State
+from tidings.core.model import DeliveryQuery, ReplayQuery
+from tidings.core.states import Failure, State
+from tidings.service import Service
 
 deliveries_app = typer.Typer(help="Delivery history and resend.", no_args_is_help=True)
 app.add_typer(deliveries_app, name="deliveries")
@@ -110,13 +114,41 @@ def deliveries_show(
 
 @deliveries_app.command("resend")
 def deliveries_resend(
-    delivery_id: Annotated[int, typer.Argument()],
+    delivery_id: Annotated[int | None, typer.Argument(help="One delivery (M1)")] = None,
+    state: Annotated[
+        list[str] | None, typer.Option(help="failed or skipped (repeatable; default failed)")
+    ] = None,
+    channel_id: Annotated[int | None, typer.Option("--channel-id")] = None,
+    failure: Annotated[str | None, typer.Option(help="permanent, exhausted or expired")] = None,
+    event_kind: Annotated[str | None, typer.Option("--event-kind")] = None,
+    tenant: Annotated[str | None, typer.Option()] = None,
+    since: Annotated[datetime | None, typer.Option(help="Created at or after (ISO 8601)")] = None,
+    until: Annotated[datetime | None, typer.Option(help="Created at or before (ISO 8601)")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Only count the matches")] = False,
     operator: Annotated[str, typer.Option(help="Who resends, for the audit row")] = "cli",
     request_id: Annotated[str | None, typer.Option("--request-id")] = None,
     db: DbOption = None,
     config: ConfigOption = None,
 ) -> None:
-    """Requeue a failed or skipped delivery."""
+    """Requeue one failed or skipped delivery, or every one a filter matches (M3: 10,000 a
+    page, each audited; --dry-run counts them first)."""
+    filtered = any(
+        x is not None for x in (state, channel_id, failure, event_kind, tenant, since, until)
+    )
+    if delivery_id is not None:
+        if filtered or dry_run:
+            fail("give a delivery id, or filters (with --dry-run if you like), not both")
+        _resend_one(delivery_id, operator, request_id, db, config)
+        return
+    if not filtered:
+        fail("give a delivery id, or at least one filter (e.g. --state failed --since …)")
+    query = _replay_query(state, channel_id, failure, event_kind, tenant, since, until)
+    with_runtime(db, config, lambda rt: _replay(rt.service, query, operator, request_id, dry_run))
+
+
+def _resend_one(
+    delivery_id: int, operator: str, request_id: str | None, db: str | None, config: str | None
+) -> None:
     result = with_runtime(
         db, config, lambda rt: rt.service.resend(delivery_id, operator, request_id)
     )
@@ -124,3 +156,54 @@ def deliveries_resend(
         typer.echo(f"delivery {delivery_id} requeued")
     else:
         typer.echo(f"delivery {delivery_id} was already requeued by this request id")
+
+
+def _replay_query(
+    states: list[str] | None,
+    channel_id: int | None,
+    failure: str | None,
+    event_kind: str | None,
+    tenant: str | None,
+    since: datetime | None,
+    until: datetime | None,
+) -> ReplayQuery:
+    wanted = states or ["failed"]
+    bad = [s for s in wanted if s not in ("failed", "skipped")]
+    if bad:
+        fail(f"--state {bad[0]!r}: only failed or skipped deliveries can be resent")
+    if failure is not None and failure not in {f.value for f in Failure}:
+        fail(f"--failure {failure!r}: use permanent, exhausted or expired")
+    return ReplayQuery(
+        states=frozenset(State(s) for s in wanted),
+        channel_id=channel_id,
+        failure=Failure(failure) if failure else None,
+        event_kind=event_kind,
+        tenant=tenant,
+        since=_aware(since),
+        until=_aware(until),
+    )
+
+
+def _aware(value: datetime | None) -> datetime | None:
+    return None if value is None or value.tzinfo else value.replace(tzinfo=UTC)
+
+
+async def _replay(
+    service: Service, query: ReplayQuery, operator: str, request_id: str | None, dry_run: bool
+) -> None:
+    """Page after page until nothing more matches, saying how far it got."""
+    key = request_id or uuid.uuid4().hex
+    if dry_run:
+        done = await service.replay(query, operator, None, dry_run=True)
+        typer.echo(f"{done.matched} deliveries match; none requeued (dry run)")
+        return
+    page, requeued = 0, 0
+    while True:
+        page += 1
+        done = await service.replay(query, operator, f"{key}:{page}", dry_run=False)
+        requeued += done.requeued
+        typer.echo(f"page {page}: {done.requeued} requeued of {done.matched} matching")
+        if done.next_after_id is None:
+            break
+        query = replace(query, after_id=done.next_after_id)
+    typer.echo(f"{requeued} deliveries requeued")

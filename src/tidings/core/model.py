@@ -44,6 +44,8 @@ class EventInput:
     data: JSON = field(default_factory=dict)
     tenant: str | None = None
     idempotency_key: str | None = None
+    #: The W3C traceparent its sends continue (tracing); None without.
+    traceparent: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +62,7 @@ class Event:
     tenant: str | None
     idempotency_key: str | None
     created_at: datetime
+    traceparent: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +84,10 @@ class ChannelSpec:
     max_age_s: float | None = None
     tenant: str | None = None
     templates: JSON = field(default_factory=dict)
+    #: F1: the channel a failed delivery escalates to (same event), if any.
+    fallback_channel_id: int | None = None
+    #: R1: days its ended deliveries are kept (None: the global `retention_days`).
+    retention_days: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +111,8 @@ class Channel:
     disabled_reason: str | None
     created_at: datetime
     updated_at: datetime
+    fallback_channel_id: int | None = None
+    retention_days: float | None = None
 
     def spec(self) -> ChannelSpec:
         """The operator-set fields, e.g. to apply an update to."""
@@ -128,6 +137,8 @@ class Delivery:
     sent_at: datetime | None
     #: Leases that ended without an outcome (a worker crashed or stalled): not attempts.
     lost_leases: int = 0
+    #: F1: the failed delivery (of another channel) this one escalates.
+    fallback_of: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +190,8 @@ class AttemptRecord:
 class DeliveryDetail:
     view: DeliveryView
     attempts_log: list[Attempt]
+    #: F1: deliveries of the same event that this one's failure escalated to.
+    escalated_to: list[int] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,6 +243,33 @@ class DeliveryQuery:
     tenant: str | None = None
     since: datetime | None = None
     until: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayQuery:
+    """Which ended deliveries a bulk resend takes (M3); every field but `states` optional.
+    Paged by id: rows after `after_id`, oldest first."""
+
+    states: frozenset[State] = frozenset({State.FAILED})
+    channel_id: int | None = None
+    failure: Failure | None = None
+    event_kind: str | None = None
+    tenant: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    after_id: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayResult:
+    """What a bulk resend found and did; `next_after_id` is set when more rows match than one
+    request takes, `replayed` when the request id had been used (nothing done again)."""
+
+    matched: int
+    requeued: int
+    dry_run: bool
+    next_after_id: int | None = None
+    replayed: bool = False
 
 
 T = TypeVar("T")

@@ -29,7 +29,12 @@ MAX_TIMEOUT_S = 600.0
 MAX_RATE_PER_MIN = 1_000_000.0
 MAX_RATE_BURST = 10_000
 MAX_ATTEMPTS = 100
+#: Retention beyond this is "forever" in all but name.
+MAX_DAYS = 100 * 366.0
+#: The largest id a 64-bit column holds.
+MAX_ID = 2**63 - 1
 
+_TRACEPARENT = re.compile(r"[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
 _CHANNEL_KIND = re.compile(r"[a-z][a-z0-9_]*")
 # \s is str.isspace(); U+0000–U+001F and U+007F–U+009F are all of Unicode's category Cc.
 _SPACE_OR_CONTROL = re.compile(r"[\s\x00-\x1f\x7f-\x9f]")
@@ -196,6 +201,7 @@ def event_input(
     data: object = None,
     tenant: object = None,
     idempotency_key: object = None,
+    traceparent: object = None,
 ) -> EventInput:
     """An EventInput from loose input (API body, CLI flags, library call)."""
     return EventInput(
@@ -209,7 +215,26 @@ def event_input(
         data=_json_object("data", data),
         tenant=_optional_string("tenant", tenant, 200),
         idempotency_key=_optional_string("idempotency_key", idempotency_key, 255),
+        traceparent=_traceparent(traceparent),
     )
+
+
+def valid_traceparent(value: object) -> str | None:
+    """A W3C traceparent (`00-<32 hex>-<16 hex>-<2 hex>`), or None for anything else."""
+    if isinstance(value, str) and _TRACEPARENT.fullmatch(value) and not value.startswith("ff"):
+        return value
+    return None
+
+
+def _traceparent(value: object) -> str | None:
+    if value is None:
+        return None
+    found = valid_traceparent(value)
+    if found is None:
+        raise ValidationError(
+            "traceparent", "must be a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>)"
+        )
+    return found
 
 
 # --- channels ------------------------------------------------------------------------------
@@ -261,7 +286,13 @@ def channel_spec(**raw: object) -> ChannelSpec:
         max_age_s=_optional_number("max_age_s", get("max_age_s"), 0, MAX_DURATION_S),
         tenant=_optional_string("tenant", get("tenant"), 200),
         templates=_string_map("templates", get("templates")),
+        fallback_channel_id=_optional_id("fallback_channel_id", get("fallback_channel_id")),
+        retention_days=_optional_number("retention_days", get("retention_days"), 0, MAX_DAYS),
     )
+
+
+def _optional_id(field: str, value: object) -> int | None:
+    return None if value is None else _integer(field, value, 1, MAX_ID)
 
 
 def channel_update(current: ChannelSpec, **changes: object) -> ChannelSpec:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 
+from tidings import tracing
+from tidings.channels.base import Adapter, Message
 from tidings.core.model import Channel, Claim
 from tidings.core.outcome import Delivered, Partial
 from tidings.dispatch import sending
@@ -61,9 +63,7 @@ async def _send_digest(ctx: JobContext, claim: Claim, lease_ends: float) -> None
                     or ctx.clock.monotonic() > start_by
                 ):
                     break  # the rest go back (D5), sent by the next claim
-                result = await sending.send(
-                    adapter, ctx.send_context(), claim.channel, message, ctx.clock.now
-                )
+                result = await _send_part(ctx, adapter, claim, message)
             results.append(result)
             if not isinstance(result.outcome, Delivered | Partial):
                 break
@@ -77,3 +77,22 @@ async def _send_digest(ctx: JobContext, claim: Claim, lease_ends: float) -> None
         await asyncio.shield(write(ctx, claim, results, lease_ends))
         raise
     await write(ctx, claim, results, lease_ends)
+
+
+async def _send_part(
+    ctx: JobContext, adapter: Adapter, claim: Claim, message: Message
+) -> SendResult:
+    """One message of a digest; traced, a span linked to the trace of every event in it."""
+    if not tracing.active():
+        return await sending.send(
+            adapter, ctx.send_context(), claim.channel, message, ctx.clock.now
+        )
+    ids = set(message.target.delivery_ids)
+    links = [item.event.traceparent for item in claim.items if item.delivery.id in ids]
+    attributes = tracing.send_attributes(claim.channel, message.target.delivery_ids[0])
+    with tracing.span("tidings.send", links=links, attributes=attributes) as tp:
+        result = await sending.send(
+            adapter, ctx.send_context(tp), claim.channel, message, ctx.clock.now
+        )
+        tracing.outcome(result.outcome)
+        return result

@@ -18,6 +18,7 @@ from ipaddress import IPv4Network, IPv6Network
 from tidings.channels.base import SendContext
 from tidings.channels.http import HttpClient
 from tidings.channels.registry import Registry
+from tidings.core.breaker import Policy
 from tidings.core.clock import SYSTEM_CLOCK, Clock
 from tidings.core.errors import ConfigError, StoreError
 from tidings.core.model import Channel
@@ -27,6 +28,7 @@ from tidings.dispatch.gate import ClaimGate
 from tidings.dispatch.jobs import CLAIMS_AHEAD, JobContext
 from tidings.dispatch.memory import EventMemory
 from tidings.dispatch.realtime import run_realtime
+from tidings.dispatch.retention import Purger
 from tidings.dispatch.wakeup import Wakeup
 from tidings.metrics import Metrics
 from tidings.store import Store
@@ -52,6 +54,11 @@ class DispatcherConfig:
     #: W3: how long in-flight sends may finish after a stop before they are given back.
     grace_s: float = 20.0
     allowed_networks: tuple[IPv4Network | IPv6Network, ...] = field(default_factory=tuple)
+    #: H1: when a failing channel's breaker opens, and when the channel is disabled.
+    breaker: Policy = field(default_factory=Policy)
+    #: R1: days ended rows are kept (0: keep everything), and where to archive them first.
+    retention_days: float = 30.0
+    retention_archive_dir: str | None = None
 
 
 def check_lease(lease_s: float, largest_timeout: tuple[float, str] | None) -> None:
@@ -110,20 +117,33 @@ class Dispatcher:
         check_lease(self.config.lease_s, await self.store.largest_timeout())
         async with HttpClient(allowed_networks=self.config.allowed_networks) as http:
             wakeup = Wakeup(self.store, self._notifier)
+            purger = Purger(
+                self.store,
+                self.config.retention_days,
+                self.config.retention_archive_dir,
+                self.metrics,
+            )
+            purging = asyncio.create_task(purger.run(self._stopping), name="tidings-retention")
             try:
                 await wakeup.start()
                 await self._loop(http, wakeup)
             finally:
                 await self._shutdown()
                 await wakeup.close()
+                purging.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await purging
         log.info("dispatcher %s stopped", self.config.worker_id)
 
     async def _loop(self, http: HttpClient, wakeup: Wakeup) -> None:
         ctx = JobContext(
             store=self.store,
             registry=self.registry,
-            send_context=lambda: SendContext(
-                http=http, store=self.store, attempt_at=self._clock.now()
+            send_context=lambda traceparent=None: SendContext(
+                http=http,
+                store=self.store,
+                attempt_at=self._clock.now(),
+                traceparent=traceparent,
             ),
             slots=asyncio.Semaphore(self.config.concurrency),
             lanes=self.config.concurrency,
@@ -133,6 +153,7 @@ class Dispatcher:
             lease_s=self.config.lease_s,
             claim_size=self.config.claim_size,
             rand=self._rand,
+            breaker=self.config.breaker,
             clock=self._clock,
             events=EventMemory(),
             stopping=self._stopping,

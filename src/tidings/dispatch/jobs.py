@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from tidings.channels.base import Adapter, SendContext
 from tidings.channels.registry import Registry
+from tidings.core.breaker import Policy
 from tidings.core.clock import Clock
 from tidings.core.errors import StoreError
 from tidings.core.model import Channel, Claim
@@ -45,12 +46,15 @@ RECORD_RETRY_MAX_S = 2.0
 class JobContext:
     store: Store
     registry: Registry
-    send_context: Callable[[], SendContext]
+    #: A send's context; given the send span's traceparent when tracing is on.
+    send_context: Callable[..., SendContext]
     slots: asyncio.Semaphore
     worker_id: str
     lease_s: float
     claim_size: int
     rand: Callable[[], float]
+    #: H1: the breaker's thresholds.
+    breaker: Policy
     clock: Clock
     events: EventMemory
     stopping: asyncio.Event
@@ -95,7 +99,13 @@ async def write(
     covered = {i for result in results for i in result.ids}
     unsent = [i for i in claim.ids if i not in covered]
     writes = report.plan(
-        ctx.store, claim, results, worker_id=ctx.worker_id, rand=ctx.rand, deferred=unsent
+        ctx.store,
+        claim,
+        results,
+        worker_id=ctx.worker_id,
+        rand=ctx.rand,
+        deferred=unsent,
+        breaker=ctx.breaker,
     )
     fenced = 0
     for write in writes:

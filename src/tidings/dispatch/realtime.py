@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import functools
 
+from tidings import tracing
 from tidings.channels.base import Adapter, Target
 from tidings.core.model import Channel, Claim, ClaimedDelivery
 from tidings.dispatch import sending
@@ -82,6 +83,7 @@ async def _claim_next(ctx: JobContext, channel: Channel) -> tuple[Claim, float, 
             return None  # stopped while waiting for room
         # Read after the wait for room, so the lease estimate below is not cut short.
         now = ctx.clock.monotonic()
+        started_ns = tracing.now_ns()
         sweep = sweep_due(ctx, channel, now)
         claim = await ctx.store.claim_realtime(
             channel.id,
@@ -99,6 +101,8 @@ async def _claim_next(ctx: JobContext, channel: Channel) -> tuple[Claim, float, 
         queued = ctx.gate.leased(len(claim))
     if ctx.metrics:
         ctx.metrics.claimed("realtime", len(claim))
+    if tracing.active():
+        tracing.claimed(claim, started_ns)
     # `now` was read before the claim asked, so the lease ends after `now + lease_s`.
     return claim, now + ctx.lease_s, queued
 
@@ -160,9 +164,28 @@ async def _send_claim(ctx: JobContext, claim: Claim, lease_ends: float, queued: 
 async def _send_one(
     ctx: JobContext, adapter: Adapter, channel: Channel, item: ClaimedDelivery
 ) -> SendResult:
+    if tracing.active():
+        return await _send_one_traced(ctx, adapter, channel, item)
     target = Target((item.delivery.id,))
     try:
         message = sending.render_single(adapter, channel, target, item.event)
     except Exception as error:
         return sending.render_failed(target.delivery_ids, None, error, ctx.clock.now)
     return await sending.send(adapter, ctx.send_context(), channel, message, ctx.clock.now)
+
+
+async def _send_one_traced(
+    ctx: JobContext, adapter: Adapter, channel: Channel, item: ClaimedDelivery
+) -> SendResult:
+    """The same, as a span in the event's trace (render a span within it)."""
+    target = Target((item.delivery.id,))
+    attributes = tracing.send_attributes(channel, item.delivery.id)
+    with tracing.span("tidings.send", parent=item.event.traceparent, attributes=attributes) as tp:
+        try:
+            with tracing.span("tidings.render"):
+                message = sending.render_single(adapter, channel, target, item.event)
+        except Exception as error:
+            return sending.render_failed(target.delivery_ids, None, error, ctx.clock.now)
+        result = await sending.send(adapter, ctx.send_context(tp), channel, message, ctx.clock.now)
+        tracing.outcome(result.outcome)
+        return result

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from tidings.core import retry
+from tidings.core.breaker import Policy
 from tidings.core.model import AttemptRecord, Claim
 from tidings.core.outcome import (
     Delivered,
@@ -78,8 +79,10 @@ def plan(
     worker_id: str,
     rand: Callable[[], float],
     deferred: Sequence[int] = (),
+    breaker: Policy | None = None,
 ) -> list[Write]:
-    """The writes that record every result of `claim` and give back the rows not sent."""
+    """The writes that record every result of `claim` and give back the rows not sent, and
+    then what they say about the channel's health (H1)."""
     channel, token = claim.channel, claim.token
     attempts_at_claim = {item.delivery.id: item.delivery.attempts for item in claim.items}
     sent: list[SendResult] = []
@@ -126,7 +129,32 @@ def plan(
         writes.append(Write("rate_limited", len(ids), call))
     if deferred:
         writes.append(_write("defer", deferred, store.defer, token))
+    health = _health(store, channel.id, results, breaker or Policy())
+    if health is not None:
+        writes.append(health)
     return writes
+
+
+def _health(
+    store: Store, channel_id: int, results: Sequence[SendResult], policy: Policy
+) -> Write | None:
+    """Deliveries close the breaker; retryable failures count toward opening it. Permanent
+    failures and provider rate limits keep their own rules."""
+    delivered = any(isinstance(r.outcome, Delivered | Partial) for r in results)
+    failed = [r.outcome for r in results if isinstance(r.outcome, Retry)]
+    if not delivered and not failed:
+        return None
+    error = failed[-1].error if failed else ""
+    call = functools.partial(store.record_health, channel_id, delivered, len(failed), error, policy)
+    return Write("health", 0, _ignoring_change(call))
+
+
+def _ignoring_change(call: Callable[[], Awaitable[object]]) -> Callable[[], Awaitable[int]]:
+    async def run() -> int:
+        await call()
+        return 0
+
+    return run
 
 
 async def record(
@@ -137,10 +165,13 @@ async def record(
     worker_id: str,
     rand: Callable[[], float],
     deferred: Sequence[int] = (),
+    breaker: Policy | None = None,
 ) -> int:
     """Write every result of `claim`, and give back the rows that were not sent (`deferred`).
     Returns how many rows the lease no longer held (fenced writes, C3), after logging them."""
-    writes = plan(store, claim, results, worker_id=worker_id, rand=rand, deferred=deferred)
+    writes = plan(
+        store, claim, results, worker_id=worker_id, rand=rand, deferred=deferred, breaker=breaker
+    )
     return sum([await fenced(write) for write in writes])
 
 

@@ -5,8 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from sqlalchemy.engine import Connection
+
 from tidings.core.model import Channel, ChannelSpec
-from tidings.store import channel_ops, tokens
+from tidings.store import channel_ops, health, tokens
+from tidings.store.clock import TxClock
 from tidings.store.runner import Runner
 
 
@@ -22,8 +25,14 @@ class AdminWrites(Runner):
         await self._run(channel_ops.merge_config, channel_id, changes)
 
     async def enable_channel(self, channel_id: int) -> Channel:
-        channel, _ = await self._run(channel_ops.set_enabled, channel_id, True, None)
-        return channel
+        """Enable, and start its health afresh (an operator vouches for it again)."""
+
+        def op(conn: Connection, clock: TxClock) -> Channel:
+            channel, _ = channel_ops.set_enabled(conn, clock, channel_id, True, None)
+            health.reset(conn, channel_id)
+            return channel
+
+        return await self._run(op)
 
     async def disable_channel(self, channel_id: int, reason: str | None = None) -> int:
         """C7: disable and skip its pending deliveries; returns how many were skipped."""

@@ -13,7 +13,7 @@ from sqlalchemy.engine import Connection
 from tidings.core import ratelimit
 from tidings.core.model import Claim, ClaimedDelivery, Event
 from tidings.core.states import Mode
-from tidings.store import buckets, rows
+from tidings.store import buckets, health, rows
 from tidings.store.channel_ops import load_channel
 from tidings.store.clock import TxClock
 from tidings.store.dialects import dialect_for
@@ -60,6 +60,9 @@ def claim_realtime(
         return None
     now = clock.now()  # read after the bucket is ours (see TxClock.now)
     allowed = min(limit, buckets.budget(channel, bucket, now))
+    if allowed <= 0:
+        return None
+    allowed = _admitted(conn, clock, channel.id, allowed, lease_s)
     if allowed <= 0:
         return None
     claim = lease(conn, clock, channel, allowed, lease_s, owner, by_id=False, known=known)
@@ -109,11 +112,20 @@ def claim_digest(
     now = clock.now()
     if bucket is None or buckets.budget(channel, bucket, now) < 1:
         return None
-    size = min(limit, MAX_DIGEST_BATCH)
+    size = _admitted(conn, clock, channel.id, min(limit, MAX_DIGEST_BATCH), lease_s)
+    if size <= 0:
+        return None
     claim = lease(conn, clock, channel, size, lease_s, owner, by_id=True, known=known)
     if claim is not None:
         buckets.spend(conn, channel, bucket, now, 1)
     return claim
+
+
+def _admitted(conn: Connection, clock: TxClock, channel_id: int, asked: int, lease_s: float) -> int:
+    """H1: what the channel's breaker lets this claim lease — all it asked, the one probe, or
+    nothing while the breaker is open (the rows wait, no attempt spent)."""
+    cap = health.admission(conn, clock, channel_id, lease_s)
+    return asked if cap is None else min(asked, cap)
 
 
 def take_token(conn: Connection, clock: TxClock, channel_id: int) -> bool:

@@ -71,7 +71,14 @@ def get_delivery(conn: Connection, delivery_id: int) -> DeliveryDetail:
     log = conn.execute(
         select(attempts).where(attempts.c.delivery_id == delivery_id).order_by(attempts.c.id)
     ).mappings()
-    return DeliveryDetail(view=rows.delivery_view(row), attempts_log=[rows.attempt(r) for r in log])
+    escalated = conn.scalars(
+        select(d.c.id).where(d.c.fallback_of == delivery_id).order_by(d.c.id)
+    ).all()
+    return DeliveryDetail(
+        view=rows.delivery_view(row),
+        attempts_log=[rows.attempt(r) for r in log],
+        escalated_to=list(escalated),
+    )
 
 
 def get_event(conn: Connection, event_id: int) -> PublishResult:

@@ -25,6 +25,7 @@ from tidings.store.channel_ops import load_channel
 from tidings.store.clock import TxClock, prepared_now
 from tidings.store.dialect import Dialect
 from tidings.store.dialects import dialect_for
+from tidings.store.failed import Failed, after_failed
 from tidings.store.schema import attempts, channels, deliveries
 from tidings.store.transitions import guard, target
 
@@ -113,7 +114,7 @@ def exhaust(
         "failure": Failure.EXHAUSTED.value,
         "last_error": storable(error, LAST_ERROR_MAX_BYTES),
     }
-    return _fenced(conn, "exhaust", token, ids, values, records)
+    return _ended_failed(conn, clock, "exhaust", token, ids, values, records)
 
 
 def fail(
@@ -130,7 +131,7 @@ def fail(
         "failure": Failure.PERMANENT.value,
         "last_error": storable(error, LAST_ERROR_MAX_BYTES),
     }
-    return _fenced(conn, "fail", token, ids, values, records)
+    return _ended_failed(conn, clock, "fail", token, ids, values, records)
 
 
 def rate_limited(
@@ -193,6 +194,31 @@ def _fenced(
     dialect = dialect_for(conn)
     stmt = update(d).where(dialect.ids_param(d.c.id, "ids"), guard(transition)).values(values)
     return _write(conn, dialect, stmt, {"ids": list(ids), "token": token}, records)
+
+
+def _ended_failed(
+    conn: Connection,
+    clock: TxClock,
+    transition: str,
+    token: str,
+    ids: Sequence[int],
+    values: dict[str, Any],
+    records: Sequence[AttemptRecord],
+) -> int:
+    """A fenced transition to `failed`, its attempt rows, and what follows a failure (F1, H2)
+    for the rows it changed."""
+    if not ids:
+        return 0
+    stmt = (
+        update(d)
+        .where(dialect_for(conn).ids_in(d.c.id, ids), guard(transition, token=token))
+        .values(values)
+        .returning(d.c.id, d.c.event_id, d.c.channel_id, d.c.failure, d.c.last_error)
+    )
+    changed = [Failed(*row) for row in conn.execute(stmt).all()]
+    insert_attempts(conn, records)
+    after_failed(conn, clock, changed)
+    return len(changed)
 
 
 def _write(

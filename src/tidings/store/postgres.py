@@ -6,6 +6,7 @@ attempt rows are one statement, and NOTIFY wakes other processes (W2).
 from __future__ import annotations
 
 import functools
+import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -163,6 +164,11 @@ class PostgresDialect(Dialect):
         self, url: URL, on_notify: OnWork, on_lost: Callable[[], None]
     ) -> PostgresListener:
         return PostgresListener(url, on_notify, on_lost)
+
+    def try_exclusive(self, conn: Connection, name: str) -> bool:
+        """A transaction-level advisory lock: released at commit, never waited for."""
+        key = zlib.crc32(f"tidings:{name}".encode())
+        return bool(conn.scalar(text("SELECT pg_try_advisory_xact_lock(:key)"), {"key": key}))
 
     def migration_lock(self, conn: Connection) -> None:
         conn.execute(text(f"SELECT pg_advisory_xact_lock({_ADVISORY_LOCK_ID})"))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -21,15 +21,21 @@ RETURNED = [events.c.id, events.c.created_at]
 
 
 def publish_events(
-    conn: Connection, clock: TxClock, inputs: Sequence[EventInput]
+    conn: Connection,
+    clock: TxClock,
+    inputs: Sequence[EventInput],
+    among: Collection[int] | None = None,
 ) -> list[PublishResult]:
     """Store the events and their deliveries; a key already stored answers with its event.
+    `among`: only these channels may receive them (operational events, H2).
 
     Events go in as one multi-row insert per kind (with and without a key), so a batch of a
     thousand costs a handful of statements rather than two thousand. Only ids come back: the
     rows are built from what was sent, which is what a thousand-event batch spends least on.
     """
     all_channels = [rows.channel(r) for r in conn.execute(select(channels)).mappings()]
+    if among is not None:
+        all_channels = [c for c in all_channels if c.id in among]
     stamp = {"created_at": clock.at()}
     unkeyed = [i for i, item in enumerate(inputs) if item.idempotency_key is None]
     found: dict[int, Event] = {}
@@ -96,6 +102,7 @@ def _values(item: EventInput) -> dict[str, object]:
         "data": item.data,
         "tenant": item.tenant,
         "idempotency_key": item.idempotency_key,
+        "traceparent": item.traceparent,
     }
 
 
@@ -113,6 +120,7 @@ def _event(event_id: int, item: EventInput, created_at: datetime) -> Event:
         tenant=item.tenant,
         idempotency_key=item.idempotency_key,
         created_at=created_at,
+        traceparent=item.traceparent,
     )
 
 

@@ -10,6 +10,7 @@ from datetime import datetime
 
 from sqlalchemy.engine import Connection
 
+from tidings.core.breaker import Health
 from tidings.core.model import (
     Channel,
     DeliveryDetail,
@@ -18,7 +19,7 @@ from tidings.core.model import (
     Page,
     PublishResult,
 )
-from tidings.store import channel_ops, dashboard, history, inbox, scheduling, stats, tokens
+from tidings.store import channel_ops, dashboard, health, history, inbox, scheduling, stats, tokens
 from tidings.store.clock import TxClock
 from tidings.store.runner import Runner
 
@@ -101,6 +102,10 @@ class Reads(Runner):
         """The failed rows a history filter matches (at most `limit`, oldest first), and the
         total: what a bulk resend would requeue."""
         return await self._run(lambda c, _: dashboard.failed_ids(c, query, limit), read_only=True)
+
+    async def breakers(self) -> dict[int, Health]:
+        """Every channel's breaker that is not plain healthy, by channel id (H1)."""
+        return await self._run(lambda c, _: health.health_of(c), read_only=True)
 
     # -- API tokens -----------------------------------------------------------------------
 

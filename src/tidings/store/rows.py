@@ -35,6 +35,7 @@ def event(row: Mapping[Any, Any]) -> Event:
         tenant=row["tenant"],
         idempotency_key=row["idempotency_key"],
         created_at=row["created_at"],
+        traceparent=row["traceparent"],
     )
 
 
@@ -59,6 +60,8 @@ def channel(row: Mapping[Any, Any]) -> Channel:
         disabled_reason=row["disabled_reason"],
         created_at=row["created_at"],
         updated_at=row["updated_at"],
+        fallback_channel_id=row["fallback_channel_id"],
+        retention_days=row["retention_days"],
     )
 
 
@@ -79,6 +82,7 @@ def delivery(row: Mapping[Any, Any]) -> Delivery:
         created_at=row["created_at"],
         sent_at=row["sent_at"],
         lost_leases=row["lost_leases"],
+        fallback_of=row["fallback_of"],
     )
 
 

@@ -98,6 +98,8 @@ events = Table(
     Column("tenant", String(200)),
     Column("idempotency_key", String(255)),
     Column("created_at", UTCDateTime, nullable=False),
+    # The W3C traceparent of the span that published it (tracing; None without).
+    Column("traceparent", String(55)),
     UniqueConstraint("idempotency_key"),
     Index(None, "created_at"),
 )
@@ -124,6 +126,10 @@ channels = Table(
     Column("templates", JSONDoc, nullable=False),
     Column("created_at", UTCDateTime, nullable=False),
     Column("updated_at", UTCDateTime, nullable=False),
+    # F1: where a failed delivery of this channel escalates (chains of at most 3, no cycle).
+    Column("fallback_channel_id", Id, ForeignKey("channels.id", ondelete="SET NULL")),
+    # R1: days this channel's ended deliveries are kept (None: the global retention_days).
+    Column("retention_days", Float),
     UniqueConstraint("name"),
 )
 
@@ -150,6 +156,8 @@ deliveries = Table(
     Column("sent_at", UTCDateTime),
     # Leases that ended without an outcome; not attempts (see migration 0006).
     Column("lost_leases", Integer, nullable=False, server_default=text("0")),
+    # F1: the failed delivery this one escalates (None: published, or resent).
+    Column("fallback_of", Id, ForeignKey("deliveries.id", ondelete="SET NULL")),
     UniqueConstraint("event_id", "channel_id"),
     # The claim's access path: due rows of one channel, only among the live ones, in the
     # claim's order (next_attempt_at, id), so a claim stops after the rows it takes.
@@ -226,6 +234,35 @@ rate_buckets = Table(
     Column("tokens", Float, nullable=False),
     Column("updated_at", UTCDateTime, nullable=False),
     Column("paused_until", UTCDateTime),
+)
+
+# M3: one row per bulk resend request, so its request id requeues once.
+bulk_resends = Table(
+    "bulk_resends",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("request_id", String(255), nullable=False),
+    Column("operator", String(200), nullable=False),
+    Column("query", Text, nullable=False),
+    Column("matched", Integer, nullable=False),
+    Column("requeued", Integer, nullable=False),
+    Column("next_after_id", Id),
+    Column("at", UTCDateTime, nullable=False),
+    UniqueConstraint("request_id"),
+)
+
+# H1: each channel's health and circuit breaker, cluster-wide; a row appears with the first
+# failure (no row: healthy).
+channel_health = Table(
+    "channel_health",
+    metadata,
+    Column("channel_id", Id, ForeignKey("channels.id", ondelete="CASCADE"), primary_key=True),
+    Column("state", String(16), nullable=False),
+    Column("consecutive_failures", Integer, nullable=False),
+    Column("failing_since", UTCDateTime),
+    Column("until", UTCDateTime),
+    Column("backoff_s", Float, nullable=False),
+    Column("last_error", Text),
 )
 
 # Messages delivered to `inbox` channels: the zero-setup demo target and a template preview.

@@ -15,7 +15,14 @@ from datetime import datetime
 from sqlalchemy.engine import Connection
 
 from tidings.core.errors import StoreError
-from tidings.core.model import AttemptRecord, Claim, Event, EventInput, PublishResult, ResendResult
+from tidings.core.model import (
+    AttemptRecord,
+    Claim,
+    Event,
+    EventInput,
+    PublishResult,
+    ResendResult,
+)
 from tidings.core.states import State
 from tidings.store import (
     channel_ops,
@@ -30,12 +37,13 @@ from tidings.store import (
 from tidings.store.admin import AdminWrites
 from tidings.store.clock import AppClock, TxClock, utc_now
 from tidings.store.notify import OnWork, PostgresListener
+from tidings.store.operations import Operations
 from tidings.store.reads import Reads
 
 Events = Mapping[int, Event]
 
 
-class Store(AdminWrites, Reads):
+class Store(Operations, AdminWrites, Reads):
     def __init__(
         self,
         url: str,
@@ -190,7 +198,8 @@ class Store(AdminWrites, Reads):
         *,
         now: datetime | None = None,
     ) -> int:
-        return await self._outcome(outcomes.exhaust, token, ids, attempts, error, now=now)
+        # Not one statement: a failure escalates and is announced in the same transaction.
+        return await self._run(outcomes.exhaust, token, ids, attempts, error, now=now)
 
     async def fail(
         self,
@@ -201,7 +210,7 @@ class Store(AdminWrites, Reads):
         *,
         now: datetime | None = None,
     ) -> int:
-        return await self._outcome(outcomes.fail, token, ids, attempts, error, now=now)
+        return await self._run(outcomes.fail, token, ids, attempts, error, now=now)
 
     async def rate_limited(
         self,

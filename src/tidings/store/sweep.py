@@ -30,6 +30,7 @@ from sqlalchemy.engine import Connection
 from tidings.core.model import AttemptRecord, Channel
 from tidings.core.states import AttemptStatus, Failure
 from tidings.store.clock import TxClock, prepared_now
+from tidings.store.failed import Failed, after_failed
 from tidings.store.outcomes import insert_attempts
 from tidings.store.schema import UTCDateTime, deliveries, is_live
 from tidings.store.transitions import guard, target
@@ -61,6 +62,12 @@ def sweep(conn: Connection, clock: TxClock, channel: Channel) -> int:
         return 0
     now = clock.now()
     insert_attempts(conn, [_audit(r, now) for r in swept])
+    ended = [
+        Failed(r["id"], r["event_id"], channel.id, r["failure"], r["last_error"] or "")
+        for r in swept
+        if r["failure"] is not None
+    ]
+    after_failed(conn, clock, ended)
     return len(swept)
 
 
@@ -120,5 +127,5 @@ def _statement(database_clock: bool, expires: bool) -> Any:
         update(d)
         .where(d.c.id.in_(targets.scalar_subquery()))
         .values(values)
-        .returning(d.c.id, d.c.failure, d.c.last_error, d.c.batch_id, d.c.lease_owner)
+        .returning(d.c.id, d.c.event_id, d.c.failure, d.c.last_error, d.c.batch_id, d.c.lease_owner)
     )

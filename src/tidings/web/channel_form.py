@@ -118,6 +118,7 @@ def values_of(channel: Channel, kind: KindForm) -> dict[str, str]:
         "timeout_s": f"{channel.timeout_s:g}",
         "max_age_s": "" if channel.max_age_s is None else f"{channel.max_age_s:g}",
         "tenant": channel.tenant or "",
+        "fallback_channel_id": str(channel.fallback_channel_id or ""),
         "filter_kinds": ", ".join(channel.filter.get("kinds", [])),
         "filter_min_severity": str(channel.filter.get("min_severity", "")),
         "filter_labels": "\n".join(f"{k}={v}" for k, v in channel.filter.get("labels", {}).items()),
@@ -155,6 +156,10 @@ def spec_from_form(kind: KindForm, form: dict[str, str], stored: Channel | None)
             fields[name] = _number(name, form[name], int)
     fields["tenant"] = form.get("tenant") or None
     fields.setdefault("max_age_s", None)
+    fallback = form.get("fallback_channel_id", "")
+    fields["fallback_channel_id"] = (
+        _number("fallback_channel_id", fallback, int) if fallback else None
+    )
     fields["filter"] = _filter(form)
     fields["config"] = _config(kind, form, stored)
     return fields

@@ -31,6 +31,7 @@ async def channel_list(request: Request, admin: Admin, service: ServiceDep) -> R
         section="channels",
         channels=channels,
         health=await service.channel_health(),
+        breakers={b["channel_id"]: b for b in await service.breakers()},
         kinds=service.kinds(),
         notice=_notice(request.query_params.get("notice", ""), channels),
     )
@@ -59,7 +60,7 @@ async def new_channel(request: Request, admin: Admin, service: ServiceDep) -> Re
     kind = request.query_params.get("kind", "")
     kind = kind if kind in kinds else ("webhook" if "webhook" in kinds else kinds[0])
     values = {"mode": "realtime", "enabled": "1"}
-    return _form(request, admin, service, kind, None, values)
+    return await _form(request, admin, service, kind, None, values)
 
 
 @router.post("/channels/new", response_class=HTMLResponse)
@@ -72,7 +73,7 @@ async def create_channel(request: Request, admin: Admin, service: ServiceDep) ->
         fields["enabled"] = form.get("enabled") == "1"
         channel = await service.create_channel(fields)
     except TidingsError as error:
-        return _form(request, admin, service, kind, None, form, error.message, error.status)
+        return await _form(request, admin, service, kind, None, form, error.message, error.status)
     return redirect(f"{PREFIX}/channels?notice=created:{channel.id}")
 
 
@@ -82,7 +83,7 @@ async def edit_channel(
 ) -> Response:
     channel = await _channel(service, channel_id)
     values = channel_form.values_of(channel, _kind_form(service, channel.kind))
-    return _form(request, admin, service, channel.kind, channel, values)
+    return await _form(request, admin, service, channel.kind, channel, values)
 
 
 @router.post("/channels/{channel_id:int}/edit", response_class=HTMLResponse)
@@ -95,7 +96,7 @@ async def update_channel(
         changes = channel_form.spec_from_form(_kind_form(service, channel.kind), form, channel)
         await service.update_channel(channel_id, changes)
     except TidingsError as error:
-        return _form(request, admin, service, channel.kind, channel, form, error.message, 422)
+        return await _form(request, admin, service, channel.kind, channel, form, error.message, 422)
     return redirect(f"{PREFIX}/channels?notice=saved:{channel_id}")
 
 
@@ -142,7 +143,7 @@ def _kind_form(service: Service, kind: str) -> channel_form.KindForm:
     return channel_form.KindForm.of(service.kind_spec(kind))
 
 
-def _form(
+async def _form(
     request: Request,
     admin: TokenInfo,
     service: Service,
@@ -153,6 +154,7 @@ def _form(
     status: int = 200,
 ) -> Response:
     form = _kind_form(service, kind)
+    others = [c for c in await service.channels() if channel is None or c.id != channel.id]
     return render(
         request,
         "channel_form.html",
@@ -168,5 +170,6 @@ def _form(
         values={k: v for k, v in values.items() if k not in form.secrets},
         modes=channel_form.MODES,
         severities=channel_form.SEVERITIES,
+        fallbacks=others,
         error=error,
     )

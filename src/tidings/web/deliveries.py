@@ -80,6 +80,7 @@ def _live_context(detail: DeliveryDetail) -> dict[str, Any]:
         "view": detail.view,
         "d": detail.view.delivery,
         "attempts": detail.attempts_log,
+        "escalated_to": detail.escalated_to,
         "resendable": RESENDABLE_STATES,
         "request_id": uuid.uuid4().hex,
     }
