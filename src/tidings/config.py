@@ -35,6 +35,9 @@ class Settings(BaseSettings):
     #: Rows one realtime claim may lease (never more than the channel's rate budget).
     claim_size: int = Field(500, ge=1, le=5_000)
     grace_s: float = Field(20.0, ge=0, le=3600)
+    #: Admin UI sessions (S5): ended after this long unused, and this long after login.
+    session_idle_s: float = Field(1800.0, ge=60, le=30 * 86400)
+    session_lifetime_s: float = Field(12 * 3600.0, ge=60, le=365 * 86400)
 
     @field_validator("allowed_private_networks")
     @classmethod

@@ -32,10 +32,7 @@ async def lease(
         store,
         registry,
         worker_id=worker_id,
-        capabilities=leasing.Capabilities(
-            kinds=set(kinds) if kinds is not None else None,
-            tenants=set(tenants) if tenants is not None else None,
-        ),
+        capabilities=_capabilities(kinds, tenants),
         max_messages=max_messages,
         lease_s=lease_s,
         rand=random.random,
@@ -44,13 +41,33 @@ async def lease(
 
 
 async def report(
-    store: Store, token: str, worker_id: str, results: Sequence[Mapping[str, Any]]
+    store: Store,
+    token: str,
+    worker_id: str,
+    results: Sequence[Mapping[str, Any]],
+    kinds: Sequence[str] | None = None,
+    tenants: Sequence[str] | None = None,
 ) -> dict[str, int]:
-    """Record reported outcomes, fenced by the lease token (C3); the report answer's JSON."""
+    """Record reported outcomes, fenced by the lease token (C3) and by the kinds and tenants
+    the reporting worker may serve; the report answer's JSON."""
     recorded, fenced = await leasing.apply_report(
-        store, token=token, worker_id=worker_id, results=wire_results(results), rand=random.random
+        store,
+        token=token,
+        worker_id=worker_id,
+        results=wire_results(results),
+        rand=random.random,
+        capabilities=_capabilities(kinds, tenants),
     )
     return {"recorded": recorded, "fenced": fenced}
+
+
+def _capabilities(
+    kinds: Sequence[str] | None, tenants: Sequence[str] | None
+) -> leasing.Capabilities:
+    return leasing.Capabilities(
+        kinds=set(kinds) if kinds is not None else None,
+        tenants=set(tenants) if tenants is not None else None,
+    )
 
 
 def wire_leases(leases: Sequence[Lease]) -> list[dict[str, Any]]:

@@ -12,7 +12,7 @@ from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tidings import __version__
-from tidings.api import channels, deliveries, errors, events, kinds, system, worker
+from tidings.api import channels, deliveries, errors, events, kinds, system, tokens, worker
 from tidings.api.schemas import ErrorOut
 from tidings.service import Service
 
@@ -45,6 +45,7 @@ def create_app(service: Service) -> FastAPI:
         kinds.router,
         deliveries.router,
         worker.router,
+        tokens.router,
         system.router,
     ):
         app.include_router(router)
