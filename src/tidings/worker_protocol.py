@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 from tidings.channels.registry import Registry
+from tidings.core.instant import utc_instant
 from tidings.dispatch import leasing, wire
 from tidings.dispatch.leasing import Lease
 from tidings.dispatch.report import SendResult
@@ -88,12 +88,8 @@ def wire_results(results: Sequence[Mapping[str, Any]]) -> list[SendResult]:
         SendResult(
             ids=tuple(int(i) for i in doc["delivery_ids"]),
             outcome=wire.outcome_from_json(dict(doc), f"results[{index}]"),
-            started_at=_utc(doc["started_at"]),
-            finished_at=_utc(doc["finished_at"]),
+            started_at=utc_instant(doc["started_at"], f"results[{index}].started_at"),
+            finished_at=utc_instant(doc["finished_at"], f"results[{index}].finished_at"),
         )
         for index, doc in enumerate(results)
     ]
-
-
-def _utc(value: datetime) -> datetime:
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value

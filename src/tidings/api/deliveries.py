@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Path, Query
@@ -11,6 +11,8 @@ from tidings import views
 from tidings.api.schemas import MAX_ID, DeliveryDetailOut, DeliveryPage, ResendOut, State
 from tidings.api.security import require, service_of
 from tidings.auth import Scope
+from tidings.core import validate
+from tidings.core.instant import utc_instant
 from tidings.core.model import DeliveryQuery
 from tidings.core.states import State as DeliveryState
 from tidings.service import Service, TokenInfo
@@ -22,10 +24,8 @@ DeliveryId = Annotated[int, Path(ge=1, le=MAX_ID)]
 Paging = Annotated[int | None, Query(ge=-(2**31), le=2**31)]
 
 
-def _utc(value: datetime | None) -> datetime | None:
-    if value is None:
-        return None
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value
+def _utc(value: datetime | None, field: str) -> datetime | None:
+    return None if value is None else utc_instant(value, field)
 
 
 @router.get("", response_model=DeliveryPage, dependencies=[Depends(require(Scope.READ))])
@@ -44,10 +44,10 @@ async def list_deliveries(
     query = DeliveryQuery(
         channel_id=channel_id,
         state=DeliveryState(state) if state else None,
-        event_kind=event_kind,
-        tenant=tenant,
-        since=_utc(since),
-        until=_utc(until),
+        event_kind=validate.filter_text("event_kind", event_kind),
+        tenant=validate.filter_text("tenant", tenant),
+        since=_utc(since, "since"),
+        until=_utc(until, "until"),
     )
     return views.delivery_page(await service.deliveries(query, page, page_size))
 
