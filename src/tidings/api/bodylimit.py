@@ -48,27 +48,30 @@ class BodyLimit:
         while more:
             message = await receive()
             if message["type"] != "http.request":
-                await self.app(scope, _replay(message), send)
+                await self.app(scope, _replay(message, receive), send)
                 return
             body.extend(message.get("body", b""))
             more = bool(message.get("more_body", False))
             if len(body) > limit:
                 await _too_large(send, limit)
                 return
-        await self.app(scope, _replay({"type": "http.request", "body": bytes(body)}), send)
+        whole = {"type": "http.request", "body": bytes(body)}
+        await self.app(scope, _replay(whole, receive), send)
 
 
-def _replay(first: Message) -> Receive:
+def _replay(first: Message, receive: Receive) -> Receive:
+    """`first`, then what the server says next (a disconnect, when it comes: responses that
+    stream listen for it, so it must not be made up)."""
     sent = False
 
-    async def receive() -> Message:
+    async def replay() -> Message:
         nonlocal sent
         if not sent:
             sent = True
             return first
-        return {"type": "http.disconnect"}
+        return await receive()
 
-    return receive
+    return replay
 
 
 async def _too_large(send: Send, limit: int) -> None:
