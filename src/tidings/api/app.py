@@ -9,8 +9,19 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from tidings import __version__
-from tidings.api import channels, deliveries, errors, events, kinds, system, tokens, worker
+from tidings.api import (
+    channels,
+    deliveries,
+    docs,
+    errors,
+    events,
+    kinds,
+    system,
+    tokens,
+    worker,
+)
 from tidings.api.bodylimit import BodyLimit
+from tidings.api.redirects import RelativeRedirects
 from tidings.api.schemas import ErrorOut
 from tidings.service import Service
 
@@ -19,6 +30,8 @@ def create_app(service: Service) -> FastAPI:
     app = FastAPI(
         title="tidings",
         version=__version__,
+        docs_url=None,  # served by tidings.api.docs, without a CDN
+        redoc_url=None,
         description="Durable notification delivery. Errors are "
         '`{"error": {"code": "...", "message": "..."}}`.',
         responses={
@@ -43,5 +56,7 @@ def create_app(service: Service) -> FastAPI:
         system.router,
     ):
         app.include_router(router)
+    docs.install(app)
+    app.add_middleware(RelativeRedirects)
     app.add_middleware(BodyLimit)
     return app
