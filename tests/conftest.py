@@ -25,6 +25,7 @@ TABLES = [
     "deliveries",
     "events",
     "channels",
+    "ui_sessions",
     "api_tokens",
 ]
 

@@ -12,6 +12,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 from tidings import tracing
+from tidings.access import SessionPolicy
 from tidings.channels.netguard import parse_networks
 from tidings.channels.registry import Registry
 from tidings.config import Settings
@@ -84,6 +85,7 @@ async def runtime(settings: Settings, *, migrate: bool = True) -> AsyncIterator[
             hub,
             allowed_networks=parse_networks(settings.allowed_private_networks),
             metrics=Metrics(hub.store),
+            sessions=SessionPolicy(settings.session_idle_s, settings.session_lifetime_s),
         )
         yield Runtime(settings, hub, service)
     finally:

@@ -46,6 +46,9 @@ class Settings(BaseSettings):
     retention_archive_dir: str | None = None
     #: H1: the wait before an open breaker's first probe (doubling to 15 min).
     breaker_backoff_s: float = Field(30.0, gt=0, le=86400.0)
+    #: Admin UI sessions (S5): ended after this long unused, and this long after login.
+    session_idle_s: float = Field(1800.0, ge=60, le=30 * 86400)
+    session_lifetime_s: float = Field(12 * 3600.0, ge=60, le=365 * 86400)
 
     @field_validator("allowed_private_networks")
     @classmethod

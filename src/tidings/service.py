@@ -3,7 +3,8 @@ call: the Hub (channels checked by its ChannelRules), tokens, operator actions, 
 data, health and the remote-worker protocol. Entry points stay thin and never build SQL.
 
 Service level: imports the Hub, tidings.dispatch, the channel registry, tidings.views,
-tidings.auth, tidings.metrics and tidings.core.
+tidings.access (tokens and sessions, reached as `Service.access`), tidings.auth,
+tidings.metrics and tidings.core.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from datetime import datetime
 from typing import Any
 
 from tidings import views, worker_protocol
-from tidings.auth import Scope, new_token, token_hash
+from tidings.access import Access, SessionPolicy, narrowed
+from tidings.auth import Scope
 from tidings.channel_rules import declared, secret_fields
 from tidings.channel_trial import preview_text, send_test
 from tidings.channels.netguard import Network
@@ -79,10 +81,13 @@ class Service:
         *,
         allowed_networks: Sequence[Network] = (),
         metrics: Metrics | None = None,
+        sessions: SessionPolicy | None = None,
     ) -> None:
         self.hub = hub
         self.allowed_networks = tuple(allowed_networks)
         self.metrics = metrics if metrics is not None else Metrics(hub.store)
+        #: Tokens and admin UI sessions (S5).
+        self.access = Access(hub.store, lambda: hub.registry.kinds(), sessions)
 
     @property
     def registry(self) -> Registry:
@@ -260,22 +265,14 @@ class Service:
 
     # -- tokens ---------------------------------------------------------------------------
 
-    async def create_token(self, name: str, scopes: Sequence[str]) -> tuple[str, TokenInfo]:
-        if not name or len(name) > 100:
-            raise ValidationError("name", "a name of 1 to 100 characters is required")
-        unknown = [s for s in scopes if s not in {scope.value for scope in Scope}]
-        if unknown or not scopes:
-            raise ValidationError("scope", "each scope must be one of publish, read, admin")
-        token = new_token()
-        info = await self.hub.store.create_token(name, sorted(set(scopes)), token_hash(token))
-        return token, info
+    async def create_token(
+        self, name: str, scopes: Sequence[str], **options: Any
+    ) -> tuple[str, TokenInfo]:
+        """A new token (shown once) and its description; options as `Access.create_token`."""
+        return await self.access.create_token(name, scopes, **options)
 
     async def authenticate(self, token: str) -> TokenInfo | None:
-        return await self.token_by_hash(token_hash(token))
-
-    async def token_by_hash(self, hashed: str) -> TokenInfo | None:
-        """A session names its token by hash: looked up afresh, so a revocation ends it."""
-        return await self.hub.store.find_token(hashed)
+        return await self.access.authenticate(token)
 
     async def bootstrap(self) -> str | None:
         """First start: an admin token (returned, to print once) and an inbox channel."""
@@ -306,17 +303,34 @@ class Service:
         kinds: Sequence[str] | None,
         tenants: Sequence[str] | None,
         max_messages: int,
+        *,
+        worker: TokenInfo,
     ) -> dict[str, Any]:
-        """Claim and render due messages for a worker; the lease protocol's JSON answer."""
+        """Claim and render due messages for a worker, within its token's ceiling (S5); the
+        lease protocol's JSON answer, channel secrets included."""
         return await worker_protocol.lease(
-            self.hub.store, self.registry, self.lease_s, worker_id, kinds, tenants, max_messages
+            self.hub.store,
+            self.registry,
+            self.lease_s,
+            worker_id,
+            narrowed(kinds, worker.kinds),
+            narrowed(tenants, worker.tenants),
+            max_messages,
         )
 
     async def report_work(
-        self, token: str, worker_id: str, results: Sequence[Mapping[str, Any]]
+        self,
+        token: str,
+        worker_id: str,
+        results: Sequence[Mapping[str, Any]],
+        *,
+        worker: TokenInfo,
     ) -> dict[str, int]:
-        """Record what a worker's sends did, fenced by the lease token (C3)."""
-        return await worker_protocol.report(self.hub.store, token, worker_id, results)
+        """Record what a worker's sends did, fenced by the lease token (C3) and, like its
+        lease, by its token's ceiling."""
+        return await worker_protocol.report(
+            self.hub.store, token, worker_id, results, worker.kinds, worker.tenants
+        )
 
 
 def failed_of(query: DeliveryQuery) -> ReplayQuery:

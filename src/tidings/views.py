@@ -1,6 +1,6 @@
 """The JSON views of the service's values (DESIGN §4 "Shapes"; timestamps RFC 3339 UTC):
-events, deliveries, attempts, history pages, channels (secrets redacted) and channel kinds.
-The API answers with them and the CLI prints them.
+events, deliveries, attempts, history pages, channels (secrets redacted), channel kinds and
+API tokens (never their value). The API answers with them and the CLI prints them.
 
 Service level: imports the channel registry's declarations, tidings.core (redaction included).
 """
@@ -8,6 +8,7 @@ Service level: imports the channel registry's declarations, tidings.core (redact
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from tidings.channel_rules import declared
@@ -27,6 +28,7 @@ from tidings.core.model import (
     rfc3339,
 )
 from tidings.core.redact import redact_config
+from tidings.store.tokens import TokenInfo
 
 ts = rfc3339
 
@@ -151,3 +153,28 @@ def kind_specs(registry: Registry) -> list[KindSpec]:
 
 def kinds(specs: Sequence[KindSpec]) -> list[dict[str, Any]]:
     return [spec.as_json() for spec in specs]
+
+
+def token_state(t: TokenInfo, now: datetime | None = None) -> str:
+    """`active`, `expired` or `revoked`."""
+    if t.revoked_at is not None:
+        return "revoked"
+    if t.expires_at is not None and t.expires_at <= (now or datetime.now(UTC)):
+        return "expired"
+    return "active"
+
+
+def token(t: TokenInfo, now: datetime | None = None) -> dict[str, Any]:
+    """A token's description; its value exists only in the answer that created it."""
+    return {
+        "id": t.id,
+        "name": t.name,
+        "scopes": list(t.scopes),
+        "state": token_state(t, now),
+        "created_at": ts(t.created_at),
+        "last_used_at": ts(t.last_used_at),
+        "expires_at": ts(t.expires_at),
+        "revoked_at": ts(t.revoked_at),
+        "kinds": list(t.kinds) if t.kinds is not None else None,
+        "tenants": list(t.tenants) if t.tenants is not None else None,
+    }

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 from tidings.channels.registry import Registry
+from tidings.core.instant import utc_instant
 from tidings.dispatch import leasing, wire
 from tidings.dispatch.leasing import Lease
 from tidings.dispatch.report import SendResult
@@ -32,10 +32,7 @@ async def lease(
         store,
         registry,
         worker_id=worker_id,
-        capabilities=leasing.Capabilities(
-            kinds=set(kinds) if kinds is not None else None,
-            tenants=set(tenants) if tenants is not None else None,
-        ),
+        capabilities=_capabilities(kinds, tenants),
         max_messages=max_messages,
         lease_s=lease_s,
         rand=random.random,
@@ -44,13 +41,33 @@ async def lease(
 
 
 async def report(
-    store: Store, token: str, worker_id: str, results: Sequence[Mapping[str, Any]]
+    store: Store,
+    token: str,
+    worker_id: str,
+    results: Sequence[Mapping[str, Any]],
+    kinds: Sequence[str] | None = None,
+    tenants: Sequence[str] | None = None,
 ) -> dict[str, int]:
-    """Record reported outcomes, fenced by the lease token (C3); the report answer's JSON."""
+    """Record reported outcomes, fenced by the lease token (C3) and by the kinds and tenants
+    the reporting worker may serve; the report answer's JSON."""
     recorded, fenced = await leasing.apply_report(
-        store, token=token, worker_id=worker_id, results=wire_results(results), rand=random.random
+        store,
+        token=token,
+        worker_id=worker_id,
+        results=wire_results(results),
+        rand=random.random,
+        capabilities=_capabilities(kinds, tenants),
     )
     return {"recorded": recorded, "fenced": fenced}
+
+
+def _capabilities(
+    kinds: Sequence[str] | None, tenants: Sequence[str] | None
+) -> leasing.Capabilities:
+    return leasing.Capabilities(
+        kinds=set(kinds) if kinds is not None else None,
+        tenants=set(tenants) if tenants is not None else None,
+    )
 
 
 def wire_leases(leases: Sequence[Lease]) -> list[dict[str, Any]]:
@@ -71,12 +88,8 @@ def wire_results(results: Sequence[Mapping[str, Any]]) -> list[SendResult]:
         SendResult(
             ids=tuple(int(i) for i in doc["delivery_ids"]),
             outcome=wire.outcome_from_json(dict(doc), f"results[{index}]"),
-            started_at=_utc(doc["started_at"]),
-            finished_at=_utc(doc["finished_at"]),
+            started_at=utc_instant(doc["started_at"], f"results[{index}].started_at"),
+            finished_at=utc_instant(doc["finished_at"], f"results[{index}].finished_at"),
         )
         for index, doc in enumerate(results)
     ]
-
-
-def _utc(value: datetime) -> datetime:
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value

@@ -22,6 +22,8 @@ class Api:
     read: dict[str, str]
     publish: dict[str, str]
     app: FastAPI
+    #: A remote worker's token (S5): lease and report only, no ceiling.
+    worker: dict[str, str]
 
 
 def bearer(token: str) -> dict[str, str]:
@@ -32,10 +34,18 @@ def bearer(token: str) -> dict[str, str]:
 async def api(hub: tidings.Hub) -> AsyncIterator[Api]:
     service = Service(hub)
     tokens = {}
-    for scope in ("admin", "read", "publish"):
+    for scope in ("admin", "read", "publish", "worker"):
         token, _ = await service.create_token(f"{scope}-token", [scope])
         tokens[scope] = bearer(token)
     app = create_app(service)
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://tidings.test") as client:
-        yield Api(client, service, tokens["admin"], tokens["read"], tokens["publish"], app)
+        yield Api(
+            client,
+            service,
+            tokens["admin"],
+            tokens["read"],
+            tokens["publish"],
+            app,
+            tokens["worker"],
+        )

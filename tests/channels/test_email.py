@@ -4,6 +4,7 @@ The checks every kind passes are in test_conformance.py."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -23,7 +24,7 @@ from tests.channels.harness import (
 from tests.emulators.smtp import Certificates, SmtpEmulator
 from tidings.channels.base import Target
 from tidings.channels.email import EmailAdapter
-from tidings.channels.email import smtp as email_smtp
+from tidings.channels.netguard import parse_networks
 from tidings.core.errors import ValidationError
 from tidings.core.kinds import SizeLimit, SizeUnit
 from tidings.core.model import Channel
@@ -257,20 +258,29 @@ async def test_loopback_is_refused_unless_allowed(
     assert smtp.connections == 0
 
 
-async def test_address_connected_to_is_checked_again(
+async def test_the_address_checked_is_the_address_connected_to(
     smtp: SmtpEmulator, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """DNS rebinding: the name looked public when checked, then led to loopback."""
+    """DNS rebinding: the name resolves to an allowed address when checked and to another
+    one on any later lookup. The send connects to the checked address, looked up once."""
+    loop = asyncio.get_running_loop()
+    real = loop.getaddrinfo
+    answers = iter(["127.0.0.1"])
+    lookups: list[str] = []
 
-    async def looked_public(*_args: object) -> None:
-        return None
+    async def rebinding(host: str, port: int, *args: Any, **kwargs: Any) -> Any:
+        lookups.append(host)
+        if host != "smtp.rebind.test":
+            return await real(host, port, *args, **kwargs)
+        # First the allowed address, then one outside the allowed network.
+        return await real(next(answers, "127.0.0.2"), port, *args, **kwargs)
 
-    monkeypatch.setattr(email_smtp, "check_host", looked_public)
-    outcome = await send_one(ADAPTER, mail_channel(smtp), allowed=())
-    assert isinstance(outcome, Reject)
-    assert outcome.reason is Reason.BLOCKED_ADDRESS
-    assert smtp.connections == 1
-    assert smtp.received() == []
+    monkeypatch.setattr(loop, "getaddrinfo", rebinding)
+    channel = mail_channel(smtp, host="smtp.rebind.test", verify=False)
+    outcome = await send_one(ADAPTER, channel, allowed=parse_networks("127.0.0.1/32"))
+    assert isinstance(outcome, Delivered), outcome
+    assert lookups == ["smtp.rebind.test"]
+    assert len(smtp.received()) == 1
 
 
 # --- limits -----------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from tidings.channels.netguard import (
     BlockedAddress,
     GuardedResolver,
     check_literal_host,
+    describe,
     is_allowed,
     parse_networks,
 )
@@ -53,6 +54,52 @@ REFUSED = [
     "",
 ]
 PUBLIC = ["8.8.8.8", "1.1.1.1", "2001:4860:4860::8888", "::ffff:8.8.8.8"]
+
+
+# Every IPv6 form that embeds an IPv4 address, each with a private and a public one inside:
+# (form, address embedding 10.0.0.1 or 127.0.0.1, address embedding 8.8.8.8, public one allowed)
+EMBEDDED = [
+    ("IPv4-mapped", "::ffff:10.0.0.1", "::ffff:8.8.8.8", True),
+    ("NAT64 well-known prefix", "64:ff9b::a00:1", "64:ff9b::808:808", True),
+    ("NAT64 well-known prefix, dotted", "64:ff9b::127.0.0.1", "64:ff9b::8.8.8.8", True),
+    # RFC 8215's local-use prefix translates inside the operator's own network: never public.
+    ("NAT64 local-use prefix", "64:ff9b:1::a00:1", "64:ff9b:1::808:808", False),
+    ("6to4", "2002:a00:1::1", "2002:808:808::1", True),
+    ("6to4, loopback", "2002:7f00:1::", "2002:808:404::", True),
+    # Teredo's client address is stored inverted; 2001::/32 itself is not globally routable.
+    (
+        "Teredo client",
+        "2001:0:808:808:8000:63bf:f5ff:fffe",
+        "2001:0:808:808:8000:63bf:f7f7:f7f7",
+        False,
+    ),
+    (
+        "Teredo server",
+        "2001:0:a00:1:8000:63bf:f7f7:f7f7",
+        "2001:0:808:808:8000:63bf:f7f7:f7f7",
+        False,
+    ),
+    # Deprecated forms (RFC 4291 IPv4-compatible, RFC 3879 site-local): never public.
+    ("IPv4-compatible", "::a00:1", "::808:808", False),
+    ("site-local", "fec0::a00:1", "fec0::808:808", False),
+]
+
+
+@pytest.mark.parametrize(
+    ("form", "private", "public", "public_allowed"), EMBEDDED, ids=[e[0] for e in EMBEDDED]
+)
+def test_embedded_ipv4_forms_are_judged_by_what_they_carry(
+    form: str, private: str, public: str, public_allowed: bool
+) -> None:
+    assert not is_allowed(private), form
+    assert is_allowed(public) is public_allowed, form
+
+
+def test_refusals_name_the_embedded_address() -> None:
+    assert describe("2002:7f00:1::") == "6to4 form of 127.0.0.1, a loopback"
+    assert describe("64:ff9b::a9fe:a9fe") == "cloud metadata (link-local)"
+    assert describe("fec0::1") == "site-local"
+    assert describe("64:ff9b:1::808:808") == "local-use NAT64"
 
 
 @pytest.mark.parametrize("address", REFUSED)

@@ -22,6 +22,8 @@ COMMANDS = [
     ["db", "upgrade"],
     ["token"],
     ["token", "create"],
+    ["token", "list"],
+    ["token", "revoke"],
     ["channel"],
     ["channel", "add"],
     ["channel", "list"],
@@ -261,3 +263,72 @@ def test_m3_bulk_resend_by_filter_with_a_dry_run_first(
     code, _, err = run(capsys, "deliveries", "resend", "--db", db_url)
     assert code != 0
     assert "give a delivery id, or at least one filter" in err
+
+
+def test_tokens_are_listed_and_revoked(capsys: pytest.CaptureFixture[str], db_url: str) -> None:
+    code, out, _ = run(
+        capsys,
+        "token",
+        "create",
+        "--name",
+        "ci",
+        "--scope",
+        "read",
+        "--expires-in",
+        "30d",
+        "--db",
+        db_url,
+    )
+    assert code == 0
+    value = out.strip().splitlines()[-1]
+    code, out, _ = run(
+        capsys,
+        "token",
+        "create",
+        "--name",
+        "edge",
+        "--scope",
+        "worker",
+        "--kind",
+        "webhook",
+        "--tenant",
+        "acme",
+        "--db",
+        db_url,
+    )
+    assert code == 0
+    code, out, _ = run(capsys, "token", "list", "--json", "--db", db_url)
+    assert code == 0
+    assert value not in out
+    listed = {t["name"]: t for t in json.loads(out)}
+    assert listed["ci"]["expires_at"] is not None
+    assert listed["ci"]["state"] == "active"
+    assert (listed["edge"]["kinds"], listed["edge"]["tenants"]) == (["webhook"], ["acme"])
+    code, out, _ = run(capsys, "token", "revoke", str(listed["ci"]["id"]), "--db", db_url)
+    assert code == 0
+    assert "revoked" in out
+    code, out, _ = run(capsys, "token", "list", "--db", db_url)
+    assert code == 0
+    assert "revoked" in out
+    assert value not in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["token", "create", "--name", "x", "--scope", "read", "--expires-in", "soon"],
+            "--expires-in",
+        ),
+        (["token", "create", "--name", "x", "--scope", "read", "--kind", "webhook"], "kinds"),
+        (["token", "revoke", "424242"], "token 424242 not found"),
+    ],
+)
+def test_bad_token_commands_are_one_line(
+    capsys: pytest.CaptureFixture[str], db_url: str, argv: list[str], message: str
+) -> None:
+    code, out, err = run(capsys, *argv, "--db", db_url)
+    assert code != 0
+    assert len(err.strip().splitlines()) == 1, err
+    assert message in err
+    assert "Traceback" not in out + err

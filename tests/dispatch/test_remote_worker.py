@@ -14,6 +14,8 @@ import httpx
 from tests.api.server import serve
 from tests.sink import Sink
 
+SIGNING_SECRET = "whsec_" + "cmVtb3RlLXdvcmtlci1zaWduaW5nLXNlY3JldA=="
+
 
 def test_a_remote_worker_delivers_through_the_api(db_url: str, sink: Sink, tmp_path: Path) -> None:
     served = serve(tmp_path, db_url, "--no-dispatch")
@@ -27,7 +29,7 @@ def test_a_remote_worker_delivers_through_the_api(db_url: str, sink: Sink, tmp_p
                 json={
                     "name": "hook",
                     "kind": "webhook",
-                    "config": {"url": sink.url("/hook")},
+                    "config": {"url": sink.url("/hook"), "secret": SIGNING_SECRET},
                     "timeout_s": 2,
                     "retry_backoff_s": 0.05,
                 },
@@ -36,6 +38,14 @@ def test_a_remote_worker_delivers_through_the_api(db_url: str, sink: Sink, tmp_p
                 "/v1/events/batch",
                 json={"events": [{"kind": "a.b", "subject": f"s{i}"} for i in range(20)]},
             ).raise_for_status()
+            # S5: a worker token, with a ceiling; the admin token is refused a lease.
+            created = api.post(
+                "/v1/tokens", json={"name": "far", "scopes": ["worker"], "kinds": ["webhook"]}
+            )
+            assert created.status_code == 201, created.text
+            worker_token = created.json()["token"]
+            refused = api.post("/v1/worker/lease", json={"worker_id": "admin-as-worker"})
+            assert refused.status_code == 403
             time.sleep(0.5)
             assert sink.count() == 0  # the server only serves the API
             env = {k: v for k, v in os.environ.items() if not k.startswith("TIDINGS_")}
@@ -54,7 +64,7 @@ def test_a_remote_worker_delivers_through_the_api(db_url: str, sink: Sink, tmp_p
                         "--remote",
                         served.base_url,
                         "--token",
-                        served.token,
+                        worker_token,
                         "--id",
                         "far-away",
                     ],
@@ -74,6 +84,7 @@ def test_a_remote_worker_delivers_through_the_api(db_url: str, sink: Sink, tmp_p
             assert detail["attempts_log"][-1]["worker_id"] == "far-away"
         ids = [r.headers["webhook-id"] for r in sink.requests("/hook")]
         assert len(set(ids)) == 20
+        assert all(r.headers["webhook-signature"] for r in sink.requests("/hook"))
         worker.send_signal(signal.SIGTERM)
         assert worker.wait(timeout=30) == 0, worker_log.read_text()
     finally:
@@ -82,3 +93,7 @@ def test_a_remote_worker_delivers_through_the_api(db_url: str, sink: Sink, tmp_p
             worker.wait()
         assert served.stop() == 0
     assert "Traceback" not in worker_log.read_text()
+    # The lease carried the signing secret to the worker, in its answer only: no log has it.
+    for text in (worker_log.read_text(), served.output()):
+        assert SIGNING_SECRET not in text
+        assert SIGNING_SECRET.removeprefix("whsec_") not in text

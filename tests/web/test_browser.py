@@ -207,3 +207,31 @@ def test_a_script_title_shows_as_text(page: Page, served: Served) -> None:
     expect(page.locator(".message-card h2").first).to_have_text(XSS)
     page.wait_for_timeout(300)
     assert dialogs == []
+
+
+def test_api_docs_render_offline_under_the_csp(browser: Browser, served: Served) -> None:
+    context = browser.new_context(base_url=served.base_url)
+    elsewhere: list[str] = []
+
+    def only_tidings(route: Any) -> None:
+        if route.request.url.startswith(served.base_url):
+            route.continue_()
+        else:  # offline: nothing but tidings itself answers
+            elsewhere.append(route.request.url)
+            route.abort()
+
+    context.route("**/*", only_tidings)
+    page = context.new_page()
+    console: list[str] = []
+    page.on("console", lambda message: console.append(message.text))
+    try:
+        response = page.goto("/docs")
+        assert response is not None
+        assert "script-src 'self'" in response.headers["content-security-policy"]
+        expect(page.locator(".information-container .title")).to_contain_text("tidings")
+        expect(page.locator(".opblock-summary-path").first).to_be_visible()
+        assert elsewhere == []
+        violations = [m for m in console if "Content Security Policy" in m]
+        assert violations == []
+    finally:
+        context.close()

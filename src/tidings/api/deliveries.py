@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Path, Query
@@ -20,6 +20,8 @@ from tidings.api.schemas import (
 )
 from tidings.api.security import require, service_of
 from tidings.auth import Scope
+from tidings.core import validate
+from tidings.core.instant import utc_instant
 from tidings.core.model import DeliveryQuery, ReplayQuery
 from tidings.core.states import Failure
 from tidings.core.states import State as DeliveryState
@@ -32,10 +34,8 @@ DeliveryId = Annotated[int, Path(ge=1, le=MAX_ID)]
 Paging = Annotated[int | None, Query(ge=-(2**31), le=2**31)]
 
 
-def _utc(value: datetime | None) -> datetime | None:
-    if value is None:
-        return None
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value
+def _utc(value: datetime | None, field: str) -> datetime | None:
+    return None if value is None else utc_instant(value, field)
 
 
 @router.get("", response_model=DeliveryPage, dependencies=[Depends(require(Scope.READ))])
@@ -54,10 +54,10 @@ async def list_deliveries(
     query = DeliveryQuery(
         channel_id=channel_id,
         state=DeliveryState(state) if state else None,
-        event_kind=event_kind,
-        tenant=tenant,
-        since=_utc(since),
-        until=_utc(until),
+        event_kind=validate.filter_text("event_kind", event_kind),
+        tenant=validate.filter_text("tenant", tenant),
+        since=_utc(since, "since"),
+        until=_utc(until, "until"),
     )
     return views.delivery_page(await service.deliveries(query, page, page_size))
 
@@ -87,8 +87,8 @@ async def replay(
         failure=Failure(body.failure) if body.failure else None,
         event_kind=body.event_kind,
         tenant=body.tenant,
-        since=_utc(body.since),
-        until=_utc(body.until),
+        since=_utc(body.since, "since"),
+        until=_utc(body.until, "until"),
         after_id=body.after_id,
     )
     done = await service.replay(query, f"token:{token.name}", idempotency_key, dry_run=body.dry_run)

@@ -1,11 +1,12 @@
-"""Bearer-token auth: every route but /healthz and /readyz names the scope it needs."""
+"""Bearer-token auth: every route but /healthz and /readyz names the scope it needs. A token's
+use is recorded after the answer is sent (at most once a minute per token, S5)."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from typing import Annotated
 
-from fastapi import Depends, HTTPException, Request
+from fastapi import BackgroundTasks, Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from tidings.auth import Scope, allows
@@ -23,15 +24,19 @@ def service_of(request: Request) -> Service:
 def require(scope: Scope) -> Callable[..., Awaitable[TokenInfo]]:
     async def check(
         request: Request,
+        background: BackgroundTasks,
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
     ) -> TokenInfo:
         if credentials is None or not credentials.credentials:
             raise HTTPException(401, "a bearer token is required", headers=_CHALLENGE)
-        token = await service_of(request).authenticate(credentials.credentials)
+        access = service_of(request).access
+        token = await access.authenticate(credentials.credentials)
         if token is None:
-            raise HTTPException(401, "unknown or revoked token", headers=_CHALLENGE)
+            raise HTTPException(401, "unknown, revoked or expired token", headers=_CHALLENGE)
         if not allows(token.scopes, scope):
             raise HTTPException(403, f"this token lacks the {scope.value!r} scope")
+        if access.use_due(token):
+            background.add_task(access.record_use, token.id)
         return token
 
     return check

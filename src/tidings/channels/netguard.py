@@ -27,6 +27,21 @@ _METADATA = frozenset(
 )
 _SHARED = ipaddress.ip_network("100.64.0.0/10")
 
+# IPv6 forms that carry an IPv4 address (RFC 6052 NAT64, RFC 3056 6to4, RFC 4380 Teredo): a
+# packet to one may reach that IPv4 address, so each is judged by the address it embeds too,
+# whatever the standard library thinks of the IPv6 prefix itself.
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")  # translates to the embedded address
+_SIX_TO_FOUR = ipaddress.ip_network("2002::/16")
+_TEREDO = ipaddress.ip_network("2001::/32")
+# Never public: NAT64 for local use (RFC 8215: "within domains", so its targets are inside
+# the operator's network), site-local (deprecated, RFC 3879) and IPv4-compatible (deprecated,
+# RFC 4291: ::a.b.c.d).
+_NEVER_PUBLIC = (
+    ipaddress.ip_network("64:ff9b:1::/48"),
+    ipaddress.ip_network("fec0::/10"),
+    ipaddress.ip_network("::/96"),
+)
+
 
 class BlockedAddress(Exception):
     """A target host is, or resolves only to, an address outbound sends may not reach."""
@@ -78,15 +93,28 @@ def _parse_network(entry: str) -> Network:
 
 
 def _address(text: str) -> Address | None:
-    """`text` as an address, IPv4-mapped IPv6 unwrapped; None when it is not one."""
+    """`text` as an address, IPv4-mapped and NAT64 IPv6 unwrapped; None when it is not one."""
     try:
         address = ipaddress.ip_address(text.strip().removeprefix("[").removesuffix("]"))
     except ValueError:
         return None
-    if isinstance(address, IPv6Address) and address.ipv4_mapped is not None:
-        # ::ffff:127.0.0.1 reaches 127.0.0.1; judge it as what it reaches.
-        return address.ipv4_mapped
+    if isinstance(address, IPv6Address):
+        # ::ffff:127.0.0.1 and 64:ff9b::127.0.0.1 reach 127.0.0.1: judge them as what they reach.
+        if address.ipv4_mapped is not None:
+            return address.ipv4_mapped
+        if address in _NAT64:
+            return IPv4Address(int(address) & 0xFFFFFFFF)
     return address
+
+
+def embedded(address: IPv6Address) -> list[tuple[str, IPv4Address]]:
+    """The IPv4 addresses an IPv6 address carries on the way (6to4, Teredo), named."""
+    if address in _SIX_TO_FOUR:
+        return [("6to4", IPv4Address((int(address) >> 80) & 0xFFFFFFFF))]
+    if address in _TEREDO and address.teredo is not None:
+        server, client = address.teredo
+        return [("Teredo server", server), ("Teredo client", client)]
+    return []
 
 
 def _in_any(address: Address, networks: Iterable[Network]) -> bool:
@@ -95,6 +123,11 @@ def _in_any(address: Address, networks: Iterable[Network]) -> bool:
 
 
 def _is_public(address: Address) -> bool:
+    if isinstance(address, IPv6Address) and (
+        _in_any(address, _NEVER_PUBLIC)
+        or not all(_is_public(inner) for _, inner in embedded(address))
+    ):
+        return False
     # is_global alone admits multicast (224/4, ff00::/8) and some reserved IPv6 ranges.
     return (
         address.is_global
@@ -120,6 +153,15 @@ def describe(address: str) -> str:
     parsed = _address(address)
     if parsed is None:
         return "non-canonical IP"
+    if isinstance(parsed, IPv6Address):
+        hidden = [(n, inner) for n, inner in embedded(parsed) if not _is_public(inner)]
+        if hidden:
+            name, inner = hidden[0]
+            return f"{name} form of {inner}, a {describe(str(inner))}"
+        if _in_any(parsed, _NEVER_PUBLIC[:1]):
+            return "local-use NAT64"
+        if parsed.is_site_local:
+            return "site-local"
     checks = [
         (parsed in _METADATA, "cloud metadata (link-local)"),
         (parsed.is_loopback, "loopback"),

@@ -39,7 +39,10 @@ def worker(
         typer.Option("--remote", help="Lease work from this tidings server over HTTP instead"),
     ] = None,
     token: Annotated[
-        str | None, typer.Option("--token", help="Admin token for --remote [env: TIDINGS_TOKEN]")
+        str | None,
+        typer.Option(
+            "--token", help="A worker token of that server, for --remote [env: TIDINGS_TOKEN]"
+        ),
     ] = None,
     kind: Annotated[
         list[str] | None, typer.Option("--kind", help="With --remote: only these channel kinds")
@@ -72,7 +75,10 @@ def run_remote(
     tenants: list[str] | None,
 ) -> None:
     if not token:
-        fail("--remote needs --token (or TIDINGS_TOKEN): an admin token of that server")
+        fail(
+            "--remote needs --token (or TIDINGS_TOKEN): a worker token of that server "
+            "(tidings token create --scope worker)"
+        )
     verbose()
     leaser = remote_worker(settings, server, token, kinds, tenants)
 

@@ -53,6 +53,13 @@ def _storable(field: str, text: str) -> None:
         raise ValidationError(field, "must not contain NUL or unpaired surrogates")
 
 
+def filter_text(field: str, value: str | None) -> str | None:
+    """A history filter's text (event kind, tenant): it must be storable to be compared."""
+    if value is not None:
+        _storable(field, value)
+    return value
+
+
 def _string(field: str, value: object, max_chars: int | None = None, empty: bool = False) -> str:
     if not isinstance(value, str):
         raise ValidationError(field, "must be a string")

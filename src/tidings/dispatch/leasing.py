@@ -146,11 +146,15 @@ async def apply_report(
     worker_id: str,
     results: Sequence[SendResult],
     rand: Callable[[], float],
+    capabilities: Capabilities | None = None,
 ) -> tuple[int, int]:
     """Record a worker's results; rows it leased but did not report are given back.
-    Returns (rows recorded, rows fenced)."""
+    A lease of a channel outside `capabilities` (another worker's) is not this worker's to
+    report. Returns (rows recorded, rows fenced)."""
     reported = [i for result in results for i in result.ids]
     claim: Claim | None = await store.leased(token)
+    if claim is not None and capabilities is not None and not capabilities.accepts(claim.channel):
+        claim = None
     if claim is None:
         log.warning(
             "fenced a report of %d row(s) from %s: its lease passed on", len(reported), worker_id

@@ -1,14 +1,15 @@
-"""What operators change: channels (with C7's disable transition) and API tokens."""
+"""What operators change: channels (with C7's disable transition), API tokens and the admin
+UI's sessions (S5)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sqlalchemy.engine import Connection
 
 from tidings.core.model import Channel, ChannelSpec
-from tidings.store import channel_ops, health, tokens
+from tidings.store import channel_ops, health, sessions, tokens
 from tidings.store.clock import TxClock
 from tidings.store.runner import Runner
 
@@ -43,6 +44,32 @@ class AdminWrites(Runner):
         await self._run(lambda conn, _clock: channel_ops.remove(conn, channel_id))
 
     async def create_token(
-        self, name: str, scopes: Sequence[str], token_hash: str
+        self,
+        name: str,
+        scopes: Sequence[str],
+        token_hash: str,
+        *,
+        expires_in_s: float | None = None,
+        ceiling: Mapping[str, Sequence[str] | None] | None = None,
     ) -> tokens.TokenInfo:
-        return await self._run(tokens.create, name, list(scopes), token_hash)
+        return await self._run(tokens.create, name, list(scopes), token_hash, expires_in_s, ceiling)
+
+    async def revoke_token(self, token_id: int) -> tokens.TokenInfo:
+        """Revoke the token and end its UI sessions; NotFound for an unknown id."""
+        return await self._run(tokens.revoke, token_id)
+
+    async def mark_tokens_used(self, ids: Sequence[int], every_s: float) -> int:
+        return await self._run(tokens.mark_used, list(ids), every_s, one_statement=True)
+
+    # -- admin UI sessions (S5) ------------------------------------------------------------
+
+    async def open_session(
+        self, session_hash: str, token_id: int, *, lifetime_s: float, idle_s: float
+    ) -> None:
+        await self._run(sessions.open_session, session_hash, token_id, lifetime_s, idle_s)
+
+    async def touch_session(self, session_hash: str) -> None:
+        await self._run(sessions.touch, session_hash, one_statement=True)
+
+    async def end_session(self, session_hash: str) -> int:
+        return await self._run(lambda conn, _clock: sessions.end(conn, session_hash))

@@ -19,7 +19,17 @@ from tidings.core.model import (
     Page,
     PublishResult,
 )
-from tidings.store import channel_ops, dashboard, health, history, inbox, scheduling, stats, tokens
+from tidings.store import (
+    channel_ops,
+    dashboard,
+    health,
+    history,
+    inbox,
+    scheduling,
+    sessions,
+    stats,
+    tokens,
+)
 from tidings.store.clock import TxClock
 from tidings.store.runner import Runner
 
@@ -110,7 +120,17 @@ class Reads(Runner):
     # -- API tokens -----------------------------------------------------------------------
 
     async def find_token(self, token_hash: str) -> tokens.TokenInfo | None:
-        return await self._run(lambda c, _: tokens.find(c, token_hash), read_only=True)
+        """The live token with this hash: not revoked, not expired."""
+        return await self._run(tokens.find, token_hash, read_only=True)
+
+    async def list_tokens(self) -> list[tokens.TokenInfo]:
+        return await self._run(lambda c, _: tokens.list_all(c), read_only=True)
+
+    async def find_session(
+        self, session_hash: str, *, idle_s: float, touch_every_s: float
+    ) -> sessions.SessionInfo | None:
+        """A live session (and its live token), or None."""
+        return await self._run(sessions.find, session_hash, idle_s, touch_every_s, read_only=True)
 
     async def count_tokens(self) -> int:
         return await self._run(lambda c, _: tokens.count(c), read_only=True)

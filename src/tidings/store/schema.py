@@ -290,5 +290,25 @@ api_tokens = Table(
     Column("token_hash", String(64), nullable=False),
     Column("created_at", UTCDateTime, nullable=False),
     Column("revoked_at", UTCDateTime),
+    # S5: written at most once a minute per token, off the request's critical section.
+    Column("last_used_at", UTCDateTime),
+    Column("expires_at", UTCDateTime),
+    # A worker token's ceiling, fixed at creation: {"kinds": [...] | null, "tenants": ...}.
+    Column("ceiling", JSONDoc),
     UniqueConstraint("token_hash"),
+)
+
+# Admin UI sessions (S5): the cookie holds a random value, the row only its SHA-256. Logout
+# deletes the row; revoking the token deletes its rows (and every read joins the token).
+ui_sessions = Table(
+    "ui_sessions",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("session_hash", String(64), nullable=False),
+    Column("token_id", Id, ForeignKey("api_tokens.id", ondelete="CASCADE"), nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("last_seen_at", UTCDateTime, nullable=False),
+    Column("expires_at", UTCDateTime, nullable=False),
+    UniqueConstraint("session_hash"),
+    Index(None, "token_id"),
 )

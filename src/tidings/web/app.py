@@ -15,24 +15,26 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 
 from tidings.core.errors import TidingsError
+from tidings.core.throttle import LoginThrottle
 from tidings.service import Service
-from tidings.web import bulk, channels, dashboard, deliveries, inbox, login
+from tidings.web import bulk, channels, dashboard, deliveries, inbox, login, tokens
 from tidings.web.guard import Guard
 from tidings.web.pages import PREFIX, STATIC_DIR, redirect, render
-from tidings.web.session import LoginRequired, Sessions
+from tidings.web.session import LoginRequired
 
 log = logging.getLogger("tidings.web")
 TITLES = {403: "Forbidden", 404: "Not found", 405: "Method not allowed", 409: "Conflict"}
 
 
-def create_ui(service: Service, sessions: Sessions | None = None) -> ASGIApp:
+def create_ui(service: Service) -> ASGIApp:
     ui = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
     ui.state.service = service
-    ui.state.sessions = sessions or Sessions()
+    ui.state.login_throttle = LoginThrottle()  # per process, keyed by client address
     for router in (login.router, dashboard.router, bulk.router, deliveries.router):
         ui.include_router(router)
     ui.include_router(channels.router)
     ui.include_router(inbox.router)
+    ui.include_router(tokens.router)
     ui.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     _install_errors(ui)
     return Guard(ui)

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 
 from starlette.datastructures import QueryParams
 
+from tidings.core.errors import ValidationError
+from tidings.core.instant import utc_instant
 from tidings.core.model import DeliveryQuery
 from tidings.core.states import State
+from tidings.core.text import has_unstorable
 
 #: Largest id a path or filter may name (a bigint); anything larger is simply not found.
 MAX_ID = 2**63 - 1
@@ -34,10 +37,10 @@ def read_filters(source: QueryParams | dict[str, str]) -> Filters:
     if values["state"] and state is None:
         errors.append(f"state: one of {', '.join(s.value for s in State)}")
     kind = values["kind"][:200] or None
-    since, until = _time(values["since"]), _time(values["until"])
-    for key, parsed in (("since", since), ("until", until)):
-        if values[key] and parsed is None:
-            errors.append(f"{key}: not a date and time (YYYY-MM-DDTHH:MM, UTC)")
+    if kind is not None and has_unstorable(kind):
+        errors.append("kind: must not contain NUL or unpaired surrogates")
+        kind = None
+    since, until = _time(values["since"], "since", errors), _time(values["until"], "until", errors)
     query = DeliveryQuery(
         channel_id=channel_id,
         state=State(state) if state else None,
@@ -69,12 +72,14 @@ def _whole(value: str) -> int | None:
     return number if 1 <= number <= MAX_ID else None
 
 
-def _time(value: str) -> datetime | None:
-    """`datetime-local` input (read as UTC) or RFC 3339."""
+def _time(value: str, key: str, errors: list[str]) -> datetime | None:
+    """`datetime-local` input (read as UTC) or RFC 3339; a bad one is noted in `errors`."""
     if not value:
         return None
     try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        return utc_instant(datetime.fromisoformat(value.replace("Z", "+00:00")), key)
     except ValueError:
-        return None
-    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+        errors.append(f"{key}: not a date and time (YYYY-MM-DDTHH:MM, UTC)")
+    except ValidationError as error:
+        errors.append(error.message)
+    return None

@@ -24,6 +24,7 @@ NAV = [
     ("deliveries", "Deliveries", f"{PREFIX}/deliveries"),
     ("channels", "Channels", f"{PREFIX}/channels"),
     ("inbox", "Inbox", f"{PREFIX}/inbox"),
+    ("tokens", "Tokens", f"{PREFIX}/tokens"),
 ]
 
 

@@ -1,8 +1,9 @@
-"""One SMTP submission with aiosmtplib, and the outbound-safety check of the SMTP host: every
-address the host resolves to must be public or allowed, and the peer actually connected to is
-checked again before any SMTP command is sent (nothing but a TLS hello, with implicit TLS,
-goes out before that check). Imports aiosmtplib, tidings.channels (base, email.mime,
-email.replies, netguard) and tidings.core.
+"""One SMTP submission with aiosmtplib, and the outbound-safety check of the SMTP host: the host
+is resolved once, every address it resolves to must be public or allowed, and the connection
+goes to one of those checked addresses — aiosmtplib gets the connected socket and the host
+name (for TLS SNI and certificate checks), so no second lookup can lead elsewhere (no DNS
+rebinding). Imports aiosmtplib, tidings.channels (base, email.mime, email.replies, netguard)
+and tidings.core.
 """
 
 from __future__ import annotations
@@ -38,23 +39,28 @@ async def deliver(ctx: SendContext, channel: Channel, payload: bytes) -> Outcome
     channel's timeout; a slow goodbye after the server took the message is not waited for."""
     config = channel.config
     security = config.get("security", "starttls")
-    smtp = _SMTP(
-        hostname=str(config["host"]),
-        port=int(config["port"]),
-        use_tls=security == "tls",
-        start_tls=False,  # STARTTLS only after the peer is checked
-        tls_context=None if security == "none" else await _tls_context(config),
-        timeout=channel.timeout_s,
-        local_hostname=config.get("helo_name"),
-    )
+    tls_context = None if security == "none" else await _tls_context(config)
+    host = str(config["host"])
+    smtp: _SMTP | None = None
     try:
         async with asyncio.timeout(channel.timeout_s):
-            outcome = await _transaction(smtp, ctx, config, payload)
+            sock = await connect_checked(host, int(config["port"]), allowed_networks(ctx))
+            smtp = _SMTP(
+                hostname=host.strip("[]"),  # for SNI and the certificate; never looked up
+                sock=sock,
+                use_tls=security == "tls",
+                start_tls=False,  # STARTTLS explicitly, below
+                tls_context=tls_context,
+                timeout=channel.timeout_s,
+                local_hostname=config.get("helo_name"),
+            )
+            outcome = await _transaction(smtp, config, dated(payload, ctx.attempt_at))
         # After the server took the message: a slow goodbye must not turn it into a retry.
         with contextlib.suppress(Exception):
             await asyncio.wait_for(smtp.quit(), QUIT_TIMEOUT_S)
     finally:
-        smtp.close()
+        if smtp is not None:
+            smtp.close()
     return outcome
 
 
@@ -68,22 +74,14 @@ class _SMTP(aiosmtplib.SMTP):
         super().close()
 
 
-async def _transaction(
-    smtp: aiosmtplib.SMTP, ctx: SendContext, config: Mapping[str, Any], payload: bytes
-) -> Outcome:
-    host, security = str(config["host"]), config.get("security", "starttls")
-    allowed = allowed_networks(ctx)
-    await check_host(host, int(config["port"]), allowed)
+async def _transaction(smtp: aiosmtplib.SMTP, config: Mapping[str, Any], message: bytes) -> Outcome:
+    security = config.get("security", "starttls")
     await smtp.connect()
-    peer = str(smtp.get_transport_info("peername")[0])
-    if not is_allowed(peer, allowed):
-        raise BlockedAddress(host, peer)
     if security == "starttls":
         await smtp.starttls()
     if config.get("username"):
         await smtp.login(str(config["username"]), str(config.get("password") or ""))
     recipients = [parseaddr(r)[1] for r in config["recipients"]]
-    message = dated(payload, ctx.attempt_at)
     refused, reply = await smtp.sendmail(parseaddr(config["sender"])[1], recipients, message)
     return accepted(refused, reply, recipients)
 
@@ -100,14 +98,30 @@ async def _tls_context(config: Mapping[str, Any]) -> ssl.SSLContext:
     return context
 
 
-async def check_host(host: str, port: int, allowed: Sequence[Network]) -> None:
-    """Every address `host` resolves to must be allowed: aiosmtplib may connect to any."""
+async def connect_checked(host: str, port: int, allowed: Sequence[Network]) -> socket.socket:
+    """A socket connected to one of the addresses `host` resolves to, after every one of them
+    was checked; the first that answers wins. Connection errors are the last one's."""
     loop = asyncio.get_running_loop()
     infos = await loop.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM)
     for info in infos:
         address = str(info[4][0])
         if not is_allowed(address, allowed):
             raise BlockedAddress(host, address)
+    error: OSError = OSError(f"{host} has no address")
+    for family, kind, proto, _name, address_port in infos:
+        sock = socket.socket(family, kind, proto)
+        sock.setblocking(False)
+        try:
+            await loop.sock_connect(sock, address_port)
+        except OSError as failed:
+            sock.close()
+            error = failed
+            continue
+        except BaseException:  # cancelled by the send's timeout
+            sock.close()
+            raise
+        return sock
+    raise error
 
 
-__all__ = ["allowed_networks", "check_host", "deliver"]
+__all__ = ["allowed_networks", "connect_checked", "deliver"]
