@@ -27,6 +27,8 @@ TABLES = [
     "channels",
     "ui_sessions",
     "api_tokens",
+    "channel_health",
+    "bulk_resends",
 ]
 
 
