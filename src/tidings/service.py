@@ -138,8 +138,8 @@ class Service:
         return await self.hub.store.channel_health()
 
     def channel_json(self, channel: Channel) -> dict[str, Any]:
-        """A channel as the API and the CLI show it: secrets redacted."""
-        return views.channel(channel, self.secret_fields(channel.kind))
+        """A channel as the API, the CLI and exports show it: secrets masked (S2)."""
+        return views.channel(channel, self.kind_spec(channel.kind))
 
     def secret_fields(self, kind: str) -> tuple[str, ...]:
         return secret_fields(self.registry.get(kind)) if kind in self.registry else ()
@@ -159,7 +159,8 @@ class Service:
         """Send a test message now, through the real adapter, without storing a delivery."""
         channel = await self.hub.channels.get(channel_id)
         adapter = self.registry.get(channel.kind)
-        return await send_test(adapter, channel, self.hub.store, self.allowed_networks)
+        outcome = await send_test(adapter, channel, self.hub.store, self.allowed_networks)
+        return adapter.scrubbed(outcome, channel)  # whatever the adapter did (S2)
 
     # -- deliveries -----------------------------------------------------------------------
 
@@ -276,4 +277,6 @@ class Service:
         self, token: str, worker_id: str, results: Sequence[Mapping[str, Any]]
     ) -> dict[str, int]:
         """Record what a worker's sends did, fenced by the lease token (C3)."""
-        return await worker_protocol.report(self.hub.store, token, worker_id, results)
+        return await worker_protocol.report(
+            self.hub.store, self.registry, token, worker_id, results
+        )

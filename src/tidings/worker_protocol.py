@@ -44,11 +44,20 @@ async def lease(
 
 
 async def report(
-    store: Store, token: str, worker_id: str, results: Sequence[Mapping[str, Any]]
+    store: Store,
+    registry: Registry,
+    token: str,
+    worker_id: str,
+    results: Sequence[Mapping[str, Any]],
 ) -> dict[str, int]:
     """Record reported outcomes, fenced by the lease token (C3); the report answer's JSON."""
     recorded, fenced = await leasing.apply_report(
-        store, token=token, worker_id=worker_id, results=wire_results(results), rand=random.random
+        store,
+        registry,
+        token=token,
+        worker_id=worker_id,
+        results=wire_results(results),
+        rand=random.random,
     )
     return {"recorded": recorded, "fenced": fenced}
 

@@ -20,7 +20,6 @@ from tidings.core.errors import ValidationError
 from tidings.core.kinds import ConfigField, FieldType, KindSpec
 from tidings.core.model import Channel, Event, event_document
 from tidings.core.outcome import Outcome
-from tidings.core.redact import ordered, secret_strings, url_credentials
 from tidings.core.text import MARKER, truncate_utf8
 
 DEFAULT_MAX_BODY_BYTES: Final = 1_048_576
@@ -62,7 +61,13 @@ class WebhookAdapter(Adapter):
         description="Any HTTPS endpoint, sent JSON signed per Standard Webhooks.",
         fields=(
             ConfigField(
-                "url", FieldType.URL, "Where to POST the JSON (http:// or https://).", True
+                "url",
+                FieldType.URL,
+                "Where to POST the JSON (http:// or https://); its userinfo and query values "
+                "are kept secret.",
+                True,
+                secret_parts=True,
+                destination=True,
             ),
             ConfigField(
                 "secret",
@@ -75,7 +80,9 @@ class WebhookAdapter(Adapter):
                 "headers",
                 FieldType.STRING_MAP,
                 "Extra request headers, name to value (e.g. Authorization); "
-                "content-type, webhook-* and framing headers are set by tidings.",
+                "content-type, webhook-* and framing headers are set by tidings. "
+                "Their values are kept secret.",
+                secret_parts=True,
                 label="Extra headers",
             ),
             ConfigField(
@@ -107,16 +114,6 @@ class WebhookAdapter(Adapter):
             if not _HEADER_VALUE.fullmatch(value):
                 raise ValidationError(where, "must not contain CR, LF or NUL")
         return config
-
-    def secrets_of(self, channel: Channel) -> list[str]:
-        """The signing secret, and also the headers' values (an Authorization token) and the
-        URL's userinfo password and query values, should an answer quote them."""
-        found = secret_strings(channel.config.get("secret"))
-        found |= secret_strings(channel.config.get("headers"))
-        url = channel.config.get("url")
-        if isinstance(url, str):
-            found |= url_credentials(url)
-        return ordered(found)
 
     def size_limit(self, channel: Channel) -> int | None:
         return int(channel.config.get("max_body_bytes", DEFAULT_MAX_BODY_BYTES))

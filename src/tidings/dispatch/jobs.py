@@ -95,7 +95,13 @@ async def write(
     covered = {i for result in results for i in result.ids}
     unsent = [i for i in claim.ids if i not in covered]
     writes = report.plan(
-        ctx.store, claim, results, worker_id=ctx.worker_id, rand=ctx.rand, deferred=unsent
+        ctx.store,
+        claim,
+        results,
+        adapter=ctx.registry.get(claim.channel.kind),
+        worker_id=ctx.worker_id,
+        rand=ctx.rand,
+        deferred=unsent,
     )
     fenced = 0
     for write in writes:
