@@ -56,6 +56,14 @@ class ChannelRules:
             self._registry = Registry.default()
         return self._registry
 
+    def sensitive_fields(self, kind: str) -> tuple[str, ...] | None:
+        """The config fields of `kind` the store keeps encrypted (S4); None for a kind that
+        is not registered or declares nothing (then its whole config is)."""
+        if kind not in self.registry:
+            return None
+        spec = declared(self.registry.get(kind))
+        return spec.sensitive_fields if spec is not None else None
+
     def new(self, fields: Mapping[str, Any]) -> ChannelSpec:
         """A new channel: `rate_per_min` absent (or None) takes the kind's default."""
         given = {k: v for k, v in fields.items() if not (k == "rate_per_min" and v is None)}

@@ -204,6 +204,16 @@ class ConfigFieldOut(BaseModel):
     description: str
     required: bool
     secret: bool = Field(description="Write-only: read back masked, never logged")
+    secret_parts: bool = Field(
+        default=False,
+        description="Holds secrets: a URL's userinfo and query values, a map's values, "
+        "read back masked",
+    )
+    destination: bool = Field(
+        default=False,
+        description="Decides where the secrets are sent: changing it while keeping a stored "
+        "secret (sending its mask back) is refused",
+    )
     default: str | int | bool | None = Field(default=None, description="What an absent value means")
     choices: list[str] | None = Field(default=None, description="The values of a `choice`")
     minimum: int | None = None

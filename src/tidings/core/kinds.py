@@ -73,6 +73,8 @@ class ConfigField:
             "description": self.description,
             "required": self.required,
             "secret": self.secret,
+            "secret_parts": self.secret_parts,
+            "destination": self.destination,
         }
         if self.default is not None:
             doc["default"] = self.default
@@ -82,10 +84,6 @@ class ConfigField:
             doc["minimum"] = self.minimum
         if self.maximum is not None:
             doc["maximum"] = self.maximum
-        if self.secret_parts:
-            doc["secret_parts"] = True
-        if self.destination:
-            doc["destination"] = True
         return doc
 
     @property
