@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from tidings import views, worker_protocol
+from tidings import secret_rotation, views, worker_protocol
 from tidings.auth import Scope, new_token, token_hash
 from tidings.channel_rules import declared, secret_fields
 from tidings.channel_trial import preview_text, send_test
@@ -37,13 +37,27 @@ from tidings.core.outcome import Outcome
 from tidings.dispatch.dispatcher import check_lease
 from tidings.hub import Hub
 from tidings.metrics import Metrics
+from tidings.secret_rotation import DEFAULT_GRACE_S as DEFAULT_GRACE_S
+from tidings.secret_rotation import rotatable as rotatable
 from tidings.store.dashboard import ChannelHealth, HourBucket
 from tidings.store.inbox import InboxMessage
+from tidings.store.rotation import Rotation as Rotation
+from tidings.store.secretbox import new_key
 from tidings.store.tokens import TokenInfo as TokenInfo  # entry points see tokens through here
 
 BOOTSTRAP_CHANNEL = "inbox"
 #: One bulk resend requeues at most this many rows; the rest stay for the next request.
 MAX_BULK_RESEND = 1000
+
+
+def new_signing_secret() -> str:
+    """A fresh `whsec_` signing secret (Standard Webhooks)."""
+    return secret_rotation.new_secret()
+
+
+def new_secret_key() -> str:
+    """A fresh secret key (base64 of 32 random bytes) for TIDINGS_SECRET_KEY or a key file."""
+    return new_key()
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +168,18 @@ class Service:
 
     def kind_specs(self) -> list[KindSpec]:
         return views.kind_specs(self.registry)
+
+    async def rotate_signing_secret(
+        self, channel_id: int, grace_s: float = secret_rotation.DEFAULT_GRACE_S
+    ) -> secret_rotation.NewSecret:
+        """A new signing secret, returned once; the old one signs beside it for `grace_s`."""
+        channel = await self.channel(channel_id)
+        spec = self.kind_spec(channel.kind)
+        return await secret_rotation.rotate(self.hub, channel_id, spec, grace_s)
+
+    async def rotate_secret_key(self, *, finish: bool = False) -> Rotation:
+        """S4: seal every channel under a new key (the old one readable), or forget the old."""
+        return await self.hub.store.rotate_key(finish=finish)
 
     async def test_channel(self, channel_id: int) -> Outcome:
         """Send a test message now, through the real adapter, without storing a delivery."""

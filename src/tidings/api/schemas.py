@@ -243,6 +243,25 @@ class TestOut(BaseModel):
     provider_response: str | None
 
 
+class RotateSecretIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    grace_s: float = Field(
+        default=86400.0,
+        ge=0,
+        le=30 * 86400.0,
+        description="How long the old secret keeps signing beside the new one (0: not at all)",
+    )
+
+
+class RotateSecretOut(BaseModel):
+    secret: str = Field(description="The new `whsec_` secret, shown this once")
+    previous_secret_until: datetime | None = Field(
+        description="When the old secret stops signing; null when there was none"
+    )
+    channel: ChannelOut
+
+
 class Health(BaseModel):
     status: str
 

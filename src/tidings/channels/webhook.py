@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any, ClassVar, Final
 
 from tidings.channels import signing
@@ -18,7 +19,7 @@ from tidings.channels.http import classify
 from tidings.core import jsontext
 from tidings.core.errors import ValidationError
 from tidings.core.kinds import ConfigField, FieldType, KindSpec
-from tidings.core.model import Channel, Event, event_document
+from tidings.core.model import Channel, Event, event_document, rfc3339
 from tidings.core.outcome import Outcome
 from tidings.core.text import MARKER, truncate_utf8
 
@@ -77,6 +78,20 @@ class WebhookAdapter(Adapter):
                 label="Signing secret",
             ),
             ConfigField(
+                "previous_secret",
+                FieldType.STRING,
+                "The signing secret being rotated out: it signs too (a second signature) until "
+                "previous_secret_until. Set by rotate-secret.",
+                secret=True,
+                label="Previous signing secret",
+            ),
+            ConfigField(
+                "previous_secret_until",
+                FieldType.STRING,
+                "When the previous secret stops signing (RFC 3339). Set by rotate-secret.",
+                label="Previous secret signs until",
+            ),
+            ConfigField(
                 "headers",
                 FieldType.STRING_MAP,
                 "Extra request headers, name to value (e.g. Authorization); "
@@ -102,9 +117,15 @@ class WebhookAdapter(Adapter):
     bounded_by_http_timeout: ClassVar[bool] = True
 
     def check_config(self, config: dict[str, Any]) -> dict[str, Any]:
-        secret = config.get("secret")
-        if secret is not None:
-            signing.parse_secret(secret)
+        for name in ("secret", "previous_secret"):
+            if config.get(name) is not None:
+                signing.parse_secret(config[name], f"config.{name}")
+        if ("previous_secret" in config) != ("previous_secret_until" in config):
+            raise ValidationError(
+                "config.previous_secret_until", "goes with previous_secret, and only with it"
+            )
+        if "previous_secret_until" in config:
+            config["previous_secret_until"] = _until(config["previous_secret_until"])
         for name, value in config.get("headers", {}).items():
             where = f"config.headers.{name}"
             if not _HEADER_NAME.fullmatch(name):
@@ -155,10 +176,9 @@ class WebhookAdapter(Adapter):
         timestamp = int(ctx.attempt_at.timestamp())
         headers = dict(channel.config.get("headers", {}))
         headers["content-type"] = message.content_type
+        secrets = await self._signing_secrets(ctx, channel)
         headers.update(
-            signing.headers(
-                channel.config.get("secret"), message.target.message_id, timestamp, message.payload
-            )
+            signing.headers(secrets, message.target.message_id, timestamp, message.payload)
         )
         try:
             response = await ctx.http.post(
@@ -172,6 +192,31 @@ class WebhookAdapter(Adapter):
         else:
             outcome = classify(response, ctx.attempt_at)
         return self.scrubbed(outcome, channel)
+
+    async def _signing_secrets(self, ctx: SendContext, channel: Channel) -> list[str]:
+        """The secret, and the previous one while its overlap lasts; once it is over, the
+        previous secret is dropped from the stored config."""
+        config = channel.config
+        secrets = [config["secret"]] if config.get("secret") else []
+        until = config.get("previous_secret_until")
+        if config.get("previous_secret") and isinstance(until, str):
+            if ctx.attempt_at < datetime.fromisoformat(until):
+                secrets.append(config["previous_secret"])
+            else:
+                drop = {"previous_secret": None, "previous_secret_until": None}
+                await ctx.store.update_channel_config(channel.id, drop)
+        return secrets
+
+
+def _until(value: str) -> str:
+    """An RFC 3339 time, as UTC."""
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise ValidationError("config.previous_secret_until", "is not an RFC 3339 time") from None
+    if moment.tzinfo is None:
+        raise ValidationError("config.previous_secret_until", "needs a UTC offset")
+    return rfc3339(moment) or value
 
 
 def _shorten(document: dict[str, Any], entry: dict[str, Any], limit: int) -> bytes:

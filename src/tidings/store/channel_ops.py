@@ -136,9 +136,11 @@ def _spec_values(conn: Connection, now: datetime, spec: ChannelSpec) -> dict[str
 def merge_config(
     conn: Connection, clock: TxClock, channel_id: int, changes: dict[str, Any]
 ) -> None:
+    """Change some config values; a value None removes its key."""
     current = get(conn, channel_id)
     now = clock.now()
-    values = sealing.sealed(conn, now, current.kind, current.config | changes)
+    merged = {k: v for k, v in (current.config | changes).items() if v is not None}
+    values = sealing.sealed(conn, now, current.kind, merged)
     conn.execute(
         update(channels).where(channels.c.id == channel_id).values(**values, updated_at=now)
     )

@@ -96,7 +96,7 @@ class _KeyFile:
 
 def file_keyring(path: Path) -> Keyring:
     reader = _KeyFile(path)
-    return Keyring(reader.read(), source=f"the key file {path}", reload=reader.changed)
+    return Keyring(reader.read(), source=f"the key file {path}", reload=reader.changed, file=path)
 
 
 def create_key_file(path: Path) -> bool:

@@ -15,6 +15,7 @@ import functools
 import hashlib
 import os
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from cryptography.exceptions import InvalidTag
@@ -72,10 +73,13 @@ class Keyring:
         *,
         source: str,
         reload: Callable[[], Sequence[bytes] | None] | None = None,
+        file: Path | None = None,
     ) -> None:
         if not keys:
             raise ConfigError(f"{source} holds no key")
         self.source = source
+        #: The key file the keys are read from, if any (a rotation writes it).
+        self.file = file
         self._reload = reload
         self._set(keys)
 

@@ -25,6 +25,7 @@ from tidings.store import (
     outcomes,
     publishing,
     resending,
+    rotation,
     sealing,
     sweep,
 )
@@ -64,6 +65,11 @@ class Store(AdminWrites, Reads):
         async with self.engine.begin() as conn:
             await conn.run_sync(migrate.upgrade)
         await self.reseal()
+
+    async def rotate_key(self, *, finish: bool = False) -> rotation.Rotation:
+        """S4: start a key rotation (a new primary key, every channel sealed under it, the
+        old keys readable), or `finish` it (the old keys forgotten)."""
+        return await (rotation.finish(self) if finish else rotation.start(self))
 
     async def reseal(self) -> int:
         """Seal every channel's secrets under the primary key (after an upgrade, or a key
