@@ -129,6 +129,27 @@ class Runner:
         except (exc.DBAPIError, exc.InterfaceError, OSError) as error:
             raise StoreError(f"database error: {cause(error)}") from error
 
+    async def clear_free_space(self) -> None:
+        """Overwrite what rewritten rows left behind in the file (old copies of sealed
+        secrets, S4): on SQLite, the WAL is checkpointed and emptied and the file rebuilt
+        (VACUUM). PostgreSQL's old row versions are out of reach of a dump or a SELECT."""
+        if self._writer is None or self._threaded is None:
+            return
+        engine = self._threaded
+
+        def rebuild() -> None:
+            raw = engine.raw_connection()
+            try:
+                cursor = raw.cursor()
+                cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                cursor.execute("VACUUM")
+                cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                cursor.close()
+            finally:
+                raw.close()
+
+        await asyncio.get_running_loop().run_in_executor(self._writer, rebuild)
+
     async def _in_thread(self, call: Callable[[Connection], T], read_only: bool) -> T:
         """Run `call` in one SQLite transaction on a store thread (the writer, unless
         `read_only`). A caller cancelled meanwhile (a stopping dispatcher) gets the

@@ -64,12 +64,16 @@ class Store(AdminWrites, Reads):
         with a ConfigError; secrets stored in plain by an older version are sealed now."""
         async with self.engine.begin() as conn:
             await conn.run_sync(migrate.upgrade)
-        await self.reseal()
+        if await self.reseal():
+            await self.clear_free_space()  # no plain copy left behind in the file
 
     async def rotate_key(self, *, finish: bool = False) -> rotation.Rotation:
         """S4: start a key rotation (a new primary key, every channel sealed under it, the
         old keys readable), or `finish` it (the old keys forgotten)."""
-        return await (rotation.finish(self) if finish else rotation.start(self))
+        done = await (rotation.finish(self) if finish else rotation.start(self))
+        if done.resealed:
+            await self.clear_free_space()
+        return done
 
     async def reseal(self) -> int:
         """Seal every channel's secrets under the primary key (after an upgrade, or a key
