@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from datetime import datetime
+from urllib.parse import urlsplit
 from typing import Any, ClassVar, Final
 
 from tidings.channels import signing
@@ -134,6 +135,8 @@ class WebhookAdapter(Adapter):
                 raise ValidationError(where, "is set by tidings and cannot be configured")
             if not _HEADER_VALUE.fullmatch(value):
                 raise ValidationError(where, "must not contain CR, LF or NUL")
+            if name.lower() == "authorization" and "@" in urlsplit(config["url"]).netloc:
+                raise ValidationError(where, "cannot go with credentials in the URL: use one")
         return config
 
     def size_limit(self, channel: Channel) -> int | None:
