@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from datetime import datetime
-from urllib.parse import urlsplit
 from typing import Any, ClassVar, Final
+from urllib.parse import urlsplit
 
 from tidings.channels import signing
 from tidings.channels.base import Adapter, Message, SendContext, Target
