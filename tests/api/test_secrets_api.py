@@ -28,7 +28,7 @@ async def _create(api: Api, body: dict[str, Any]) -> dict[str, Any]:
 
 
 async def _webhook(api: Api, url: str = URL, **config: Any) -> dict[str, Any]:
-    headers = {"Authorization": f"Bearer bearer-{CANARY}"}
+    headers = {"X-Api-Key": f"Bearer bearer-{CANARY}"}
     body = {"url": url, "secret": WHSEC, "headers": headers} | config
     return await _create(api, {"name": "hook", "kind": "webhook", "config": body})
 
@@ -44,7 +44,7 @@ async def test_s2_a_read_token_sees_no_part_of_a_webhook_secret(api: Api) -> Non
     config = one.json()["config"]
     assert config["url"].startswith("https://" + MASK)
     assert "@hooks.invalid/in?token=" + MASK in config["url"]
-    assert config["headers"]["Authorization"].startswith(MASK)
+    assert config["headers"]["X-Api-Key"].startswith(MASK)
 
 
 async def test_s2_the_read_sent_back_keeps_every_stored_secret(api: Api) -> None:
@@ -58,7 +58,7 @@ async def test_s2_the_read_sent_back_keeps_every_stored_secret(api: Api) -> None
     stored = await api.service.channel(created["id"])
     assert stored.config["url"] == URL
     assert stored.config["secret"] == WHSEC
-    assert stored.config["headers"] == {"Authorization": f"Bearer bearer-{CANARY}"}
+    assert stored.config["headers"] == {"X-Api-Key": f"Bearer bearer-{CANARY}"}
 
 
 async def test_s3_a_new_webhook_host_with_the_masks_sent_back_is_refused(api: Api) -> None:

@@ -160,7 +160,7 @@ WEBHOOK = Row(
     example={
         "url": f"https://bot:{CANARY}-pw@receiver.example/hook?token={CANARY}-query&page=1",
         "secret": WHSEC,
-        "headers": {"Authorization": f"Bearer {CANARY}-bearer"},
+        "headers": {"X-Api-Key": f"{CANARY}-api-key"},
     },
     hang=lambda sink, s: sink.script("/hook", Answer(delay_s=s)),
     echo=lambda sink: sink.script(

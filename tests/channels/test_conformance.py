@@ -127,7 +127,9 @@ def test_keyed_urls_bot_tokens_passwords_and_signing_secrets_are_secret() -> Non
         assert secret[kind] == {"webhook_url"}
     for kind in ("dingtalk", "feishu"):
         assert secret[kind] == {"webhook_url", "secret"}
-    assert secret["webhook"] == {"secret"}
+    assert secret["webhook"] == {"secret", "previous_secret"}
+    webhook = {a.kind: a for a in builtin_adapters()}["webhook"].spec
+    assert set(webhook.sensitive_fields) == {"url", "secret", "previous_secret", "headers"}
     assert secret["telegram"] == {"bot_token"}
     assert secret["email"] == {"password"}
     assert secret["apprise"] == {"urls"}
