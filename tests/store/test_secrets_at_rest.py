@@ -25,7 +25,7 @@ WHSEC = signing.new_secret()
 CONFIG = {
     "url": f"https://u:pw-{CANARY}@hooks.invalid/x?token=q-{CANARY}",
     "secret": WHSEC,
-    "headers": {"Authorization": f"Bearer b-{CANARY}"},
+    "headers": {"X-Api-Key": f"b-{CANARY}"},
 }
 
 
