@@ -16,6 +16,10 @@ from tests.sink import Sink
 from tidings.store import migrate
 
 BACKENDS = ["sqlite", "postgresql"]
+#: The secret key every process of the test run uses (S4), child processes included; tests of
+#: the key's own rules set their own.
+TEST_SECRET_KEY = "dGlkaW5ncy10ZXN0LWtleS0wMTIzNDU2Nzg5YWJjZGU="
+os.environ.setdefault("TIDINGS_SECRET_KEY", TEST_SECRET_KEY)
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 TABLES = [
     "attempts",
@@ -29,6 +33,7 @@ TABLES = [
     "api_tokens",
     "channel_health",
     "bulk_resends",
+    "secret_keys",
 ]
 
 

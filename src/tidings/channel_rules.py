@@ -17,7 +17,7 @@ from tidings.core import validate
 from tidings.core.errors import ConfigError, ValidationError
 from tidings.core.kinds import KindSpec
 from tidings.core.model import Channel, ChannelSpec
-from tidings.core.redact import keep_unchanged_secrets
+from tidings.core.secret_edit import restore_secrets
 
 if TYPE_CHECKING:
     from tidings.channels.base import Adapter
@@ -56,11 +56,21 @@ class ChannelRules:
             self._registry = Registry.default()
         return self._registry
 
+    def sensitive_fields(self, kind: str) -> tuple[str, ...] | None:
+        """The config fields of `kind` the store keeps encrypted (S4); None for a kind that
+        is not registered or declares nothing (then its whole config is)."""
+        if kind not in self.registry:
+            return None
+        spec = declared(self.registry.get(kind))
+        return spec.sensitive_fields if spec is not None else None
+
     def new(self, fields: Mapping[str, Any]) -> ChannelSpec:
         """A new channel: `rate_per_min` absent (or None) takes the kind's default."""
         given = {k: v for k, v in fields.items() if not (k == "rate_per_min" and v is None)}
         spec = validate.channel_spec(**given)
         adapter = self.registry.get(spec.kind)
+        # A mask stands for no secret of a new channel: refused, never stored as one.
+        restore_secrets(declared(adapter), spec.config, {})
         if "rate_per_min" not in given:
             kind = declared(adapter)
             spec = replace(spec, rate_per_min=kind.default_rate_per_min if kind else 0.0)
@@ -68,16 +78,15 @@ class ChannelRules:
 
     def update(self, current: Channel, changes: Mapping[str, Any]) -> ChannelSpec:
         """`current` with `changes`, checked as a whole. A secret sent back as its mask (what
-        a read or an edit form showed) keeps the stored value."""
+        a read or an edit form showed) keeps the stored value, but only for the destination it
+        was entered for (S3)."""
         changes = dict(changes)
         if changes.pop("kind", current.kind) != current.kind:
             raise ValidationError("kind", "cannot change a channel's kind; create a new channel")
         adapter = self.registry.get(current.kind)
         config = changes.get("config")
         if isinstance(config, Mapping):
-            changes["config"] = keep_unchanged_secrets(
-                dict(config), current.config, secret_fields(adapter)
-            )
+            changes["config"] = restore_secrets(declared(adapter), config, current.config)
         return self._checked(adapter, validate.channel_update(current.spec(), **changes))
 
     def _checked(self, adapter: Adapter, spec: ChannelSpec) -> ChannelSpec:

@@ -121,7 +121,9 @@ class Hub:
     """The library's entry point over one database.
 
     `registry` holds the channel kinds (the built-ins and installed plugins by default);
-    `lease_s` is the dispatchers' lease, which a channel's `timeout_s` must fit (C5).
+    `lease_s` is the dispatchers' lease, which a channel's `timeout_s` must fit (C5);
+    `secret_keys` (base64, the first encrypts) keep the channels' secrets, instead of
+    TIDINGS_SECRET_KEY or the key file (S4).
     """
 
     def __init__(
@@ -131,11 +133,18 @@ class Hub:
         clock: AppClock = utc_now,
         registry: Registry | None = None,
         lease_s: float = DEFAULT_LEASE_S,
+        secret_keys: Sequence[str] | None = None,
     ) -> None:
         rules = ChannelRules(registry, lease_s)
         #: In-process wake-ups: a dispatcher of this process subscribes (W2).
         self.notifier = LocalNotifier()
-        self.store = Store(url, clock=clock, on_work=self.notifier.announce)
+        self.store = Store(
+            url,
+            clock=clock,
+            on_work=self.notifier.announce,
+            secret_keys=secret_keys,
+            sensitive=rules.sensitive_fields,
+        )
         self.channels = Channels(self.store, rules)
 
     @property

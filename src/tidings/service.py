@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from tidings import views, worker_protocol
+from tidings import secret_rotation, views, worker_protocol
 from tidings.access import Access, SessionPolicy, narrowed
 from tidings.auth import Scope
 from tidings.channel_rules import declared, secret_fields
@@ -44,16 +44,30 @@ from tidings.dispatch.dispatcher import check_lease
 from tidings.dispatch.retention import Purger
 from tidings.hub import Hub
 from tidings.metrics import Metrics
+from tidings.secret_rotation import DEFAULT_GRACE_S as DEFAULT_GRACE_S
+from tidings.secret_rotation import rotatable as rotatable
 from tidings.store.dashboard import ChannelHealth, HourBucket
 from tidings.store.inbox import InboxMessage
 from tidings.store.replay import MAX_PAGE
 from tidings.store.retention import EXPORTED
+from tidings.store.rotation import Rotation as Rotation
+from tidings.store.secretbox import new_key
 from tidings.store.tokens import TokenInfo as TokenInfo  # entry points see tokens through here
 
 BOOTSTRAP_CHANNEL = "inbox"
 #: One bulk resend requeues at most this many rows; the rest stay for the next request.
 #: M3: rows one bulk resend requeues at most (the rest by the next request).
 MAX_BULK_RESEND = MAX_PAGE
+
+
+def new_signing_secret() -> str:
+    """A fresh `whsec_` signing secret (Standard Webhooks)."""
+    return secret_rotation.new_secret()
+
+
+def new_secret_key() -> str:
+    """A fresh secret key (base64 of 32 random bytes) for TIDINGS_SECRET_KEY or a key file."""
+    return new_key()
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,8 +174,8 @@ class Service:
         return views.breaker(channel, (await self.hub.store.breakers()).get(channel_id, HEALTHY))
 
     def channel_json(self, channel: Channel) -> dict[str, Any]:
-        """A channel as the API and the CLI show it: secrets redacted."""
-        return views.channel(channel, self.secret_fields(channel.kind))
+        """A channel as the API, the CLI and exports show it: secrets masked (S2)."""
+        return views.channel(channel, self.kind_spec(channel.kind))
 
     def secret_fields(self, kind: str) -> tuple[str, ...]:
         return secret_fields(self.registry.get(kind)) if kind in self.registry else ()
@@ -177,11 +191,24 @@ class Service:
     def kind_specs(self) -> list[KindSpec]:
         return views.kind_specs(self.registry)
 
+    async def rotate_signing_secret(
+        self, channel_id: int, grace_s: float = secret_rotation.DEFAULT_GRACE_S
+    ) -> secret_rotation.NewSecret:
+        """A new signing secret, returned once; the old one signs beside it for `grace_s`."""
+        channel = await self.channel(channel_id)
+        spec = self.kind_spec(channel.kind)
+        return await secret_rotation.rotate(self.hub, channel_id, spec, grace_s)
+
+    async def rotate_secret_key(self, *, finish: bool = False) -> Rotation:
+        """S4: seal every channel under a new key (the old one readable), or forget the old."""
+        return await self.hub.store.rotate_key(finish=finish)
+
     async def test_channel(self, channel_id: int) -> Outcome:
         """Send a test message now, through the real adapter, without storing a delivery."""
         channel = await self.hub.channels.get(channel_id)
         adapter = self.registry.get(channel.kind)
-        return await send_test(adapter, channel, self.hub.store, self.allowed_networks)
+        outcome = await send_test(adapter, channel, self.hub.store, self.allowed_networks)
+        return adapter.scrubbed(outcome, channel)  # whatever the adapter did (S2)
 
     # -- deliveries -----------------------------------------------------------------------
 
@@ -329,7 +356,7 @@ class Service:
         """Record what a worker's sends did, fenced by the lease token (C3) and, like its
         lease, by its token's ceiling."""
         return await worker_protocol.report(
-            self.hub.store, token, worker_id, results, worker.kinds, worker.tenants
+            self.hub.store, self.registry, token, worker_id, results, worker.kinds, worker.tenants
         )
 
 

@@ -27,7 +27,7 @@ from tidings.core.model import (
     event_document,
     rfc3339,
 )
-from tidings.core.redact import redact_config
+from tidings.core.redact import masked_config
 from tidings.store.tokens import TokenInfo
 
 ts = rfc3339
@@ -105,13 +105,14 @@ def publish_result(result: PublishResult) -> dict[str, Any]:
     }
 
 
-def channel(c: Channel, secret_fields: Sequence[str]) -> dict[str, Any]:
-    """A channel with the values of its secret fields masked (`••••` + the last 4)."""
+def channel(c: Channel, spec: KindSpec | None) -> dict[str, Any]:
+    """A channel as every read shows it: its secrets masked (`••••` + the last 4) as the kind
+    declares them (`tidings.core.redact.masked_config`), S2."""
     return {
         "id": c.id,
         "name": c.name,
         "kind": c.kind,
-        "config": redact_config(c.config, secret_fields),
+        "config": masked_config(spec, c.config),
         "enabled": c.enabled,
         "disabled_reason": c.disabled_reason,
         "mode": c.mode.value,

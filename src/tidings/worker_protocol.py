@@ -42,6 +42,7 @@ async def lease(
 
 async def report(
     store: Store,
+    registry: Registry,
     token: str,
     worker_id: str,
     results: Sequence[Mapping[str, Any]],
@@ -52,6 +53,7 @@ async def report(
     the reporting worker may serve; the report answer's JSON."""
     recorded, fenced = await leasing.apply_report(
         store,
+        registry,
         token=token,
         worker_id=worker_id,
         results=wire_results(results),

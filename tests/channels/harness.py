@@ -18,7 +18,8 @@ from tidings.channels.http import HttpClient
 from tidings.channels.netguard import Network, parse_networks
 from tidings.core.model import Channel, Event, Severity
 from tidings.core.outcome import Outcome
-from tidings.core.redact import MASK, redact_config
+from tidings.core.redact import MASK, masked_config
+from tidings.core.secret_edit import restore_secrets
 from tidings.core.states import Mode
 
 LOOPBACK = parse_networks("127.0.0.0/8")
@@ -121,11 +122,13 @@ def assert_no_secret(outcome: Outcome, ch: Channel, adapter: Adapter) -> None:
 
 
 def assert_redacted(adapter: Adapter, config: dict[str, Any]) -> None:
-    shown = redact_config(config, adapter.secret_fields)
-    for name in adapter.secret_fields:
+    """Reads show every secret masked, and sending the read back keeps every stored value."""
+    shown = masked_config(adapter.spec, config)
+    for name in adapter.spec.sensitive_fields:
         if name in config:
-            assert shown[name].startswith(MASK), name
-            assert CANARY not in str(shown)
+            assert MASK in str(shown[name]), name
+    assert CANARY not in str(shown)
+    assert restore_secrets(adapter.spec, shown, config) == config
 
 
 def assert_within_limit(adapter: Adapter, ch: Channel, events: Sequence[Event]) -> list[Message]:

@@ -157,7 +157,11 @@ WEBHOOK = Row(
         "headers": {"Authorization": f"Bearer {CANARY}-bearer"},
     },
     unreachable=lambda port: {"url": f"http://127.0.0.1:{port}/hook", "secret": WHSEC},
-    example={"url": "https://receiver.example/hook", "secret": WHSEC},
+    example={
+        "url": f"https://bot:{CANARY}-pw@receiver.example/hook?token={CANARY}-query&page=1",
+        "secret": WHSEC,
+        "headers": {"X-Api-Key": f"{CANARY}-api-key"},
+    },
     hang=lambda sink, s: sink.script("/hook", Answer(delay_s=s)),
     echo=lambda sink: sink.script(
         "/hook", Answer(500, f"refused Bearer {CANARY}-bearer, key {WHSEC}")

@@ -42,7 +42,7 @@ from tidings.core.errors import ValidationError
 from tidings.core.kinds import FieldType
 from tidings.core.model import Channel
 from tidings.core.outcome import Delivered, Outcome, Reason, Retry
-from tidings.core.redact import MASK, redact_config
+from tidings.core.redact import MASK, masked_config
 from tidings.core.states import Mode, State
 from tidings.core.validate import channel_spec
 from tidings.dispatch import sending
@@ -127,7 +127,9 @@ def test_keyed_urls_bot_tokens_passwords_and_signing_secrets_are_secret() -> Non
         assert secret[kind] == {"webhook_url"}
     for kind in ("dingtalk", "feishu"):
         assert secret[kind] == {"webhook_url", "secret"}
-    assert secret["webhook"] == {"secret"}
+    assert secret["webhook"] == {"secret", "previous_secret"}
+    webhook = {a.kind: a for a in builtin_adapters()}["webhook"].spec
+    assert set(webhook.sensitive_fields) == {"url", "secret", "previous_secret", "headers"}
     assert secret["telegram"] == {"bot_token"}
     assert secret["email"] == {"password"}
     assert secret["apprise"] == {"urls"}
@@ -184,12 +186,12 @@ def test_each_field_of_the_wrong_type_is_refused_by_name(row: Row) -> None:
 def test_secrets_are_redacted_in_reads(row: Row) -> None:
     config = checked(row)
     adapter = adapter_of(row)
-    shown = redact_config(config, adapter.secret_fields)
+    shown = masked_config(adapter.spec, config)
     assert_redacted(adapter, config)
-    present = [name for name in adapter.secret_fields if name in config]
+    present = [name for name in adapter.spec.sensitive_fields if name in config]
     assert present, "the example holds a secret"
     for name in present:
-        assert shown[name].startswith(MASK)
+        assert MASK in str(shown[name])
     assert CANARY not in str(shown)
 
 

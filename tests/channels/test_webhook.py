@@ -123,3 +123,14 @@ def test_an_over_long_event_fits_the_configured_limit() -> None:
     message = ADAPTER.render(ch, Target((1,)), [big], shorten_to=2048)
     assert message.size == len(message.payload) <= 2048
     assert json.loads(message.payload)["event"]["title"] == big.title
+
+
+def test_an_authorization_header_cannot_go_with_credentials_in_the_url() -> None:
+    from tidings.channels.webhook import WebhookAdapter
+    from tidings.core.errors import ValidationError
+
+    config = {"url": "https://u:p@h.example/x", "headers": {"Authorization": "Bearer t"}}
+    with pytest.raises(ValidationError) as refused:
+        WebhookAdapter().validate_config(config)
+    assert refused.value.field == "config.headers.Authorization"
+    WebhookAdapter().validate_config(config | {"url": "https://h.example/x"})

@@ -14,6 +14,8 @@ from tidings.api.schemas import (
     ChannelList,
     ChannelOut,
     ChannelPatch,
+    RotateSecretIn,
+    RotateSecretOut,
     TestOut,
 )
 from tidings.api.security import require, service_of
@@ -89,4 +91,23 @@ async def test_channel(channel_id: ChannelId, service: ServiceDep) -> dict[str, 
         "outcome": attempt_status(outcome).value,
         "error": None if isinstance(outcome, Delivered) else outcome.error,
         "provider_response": outcome.provider_response,
+    }
+
+
+@router.post("/{channel_id}/rotate-secret", response_model=RotateSecretOut, dependencies=ADMIN)
+async def rotate_secret(
+    channel_id: ChannelId,
+    service: ServiceDep,
+    response: Response,
+    body: RotateSecretIn | None = None,
+) -> dict[str, Any]:
+    """A new signing secret, shown once; the old one keeps signing for `grace_s` (24 h by
+    default), as a second signature, so receivers switch without a gap."""
+    grace_s = body.grace_s if body is not None else RotateSecretIn().grace_s
+    rotated = await service.rotate_signing_secret(channel_id, grace_s)
+    response.headers["Cache-Control"] = "no-store"
+    return {
+        "secret": rotated.secret,
+        "previous_secret_until": rotated.previous_until,
+        "channel": service.channel_json(rotated.channel),
     }

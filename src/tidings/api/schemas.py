@@ -255,6 +255,16 @@ class ConfigFieldOut(BaseModel):
     description: str
     required: bool
     secret: bool = Field(description="Write-only: read back masked, never logged")
+    secret_parts: bool = Field(
+        default=False,
+        description="Holds secrets: a URL's userinfo and query values, a map's values, "
+        "read back masked",
+    )
+    destination: bool = Field(
+        default=False,
+        description="Decides where the secrets are sent: changing it while keeping a stored "
+        "secret (sending its mask back) is refused",
+    )
     default: str | int | bool | None = Field(default=None, description="What an absent value means")
     choices: list[str] | None = Field(default=None, description="The values of a `choice`")
     minimum: int | None = None
@@ -282,6 +292,25 @@ class TestOut(BaseModel):
     outcome: str
     error: str | None
     provider_response: str | None
+
+
+class RotateSecretIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    grace_s: float = Field(
+        default=86400.0,
+        ge=0,
+        le=30 * 86400.0,
+        description="How long the old secret keeps signing beside the new one (0: not at all)",
+    )
+
+
+class RotateSecretOut(BaseModel):
+    secret: str = Field(description="The new `whsec_` secret, shown this once")
+    previous_secret_until: datetime | None = Field(
+        description="When the old secret stops signing; null when there was none"
+    )
+    channel: ChannelOut
 
 
 class Health(BaseModel):

@@ -23,7 +23,7 @@ from tidings.core import kinds
 from tidings.core.kinds import KindSpec
 from tidings.core.model import Channel, Event
 from tidings.core.outcome import Outcome
-from tidings.core.redact import MIN_SECRET_CHARS, ordered, secret_strings
+from tidings.core.redact import MIN_SECRET_CHARS, secret_values
 
 T = TypeVar("T")
 
@@ -144,11 +144,9 @@ class Adapter(ABC):
 
     def secrets_of(self, channel: Channel) -> list[str]:
         """Every string of this channel's config that must never reach a text: the declared
-        secret fields, and the key-carrying parts of keyed URLs. Longest first."""
-        found: set[str] = set()
-        for name in self.spec.secret_fields:
-            found |= secret_strings(channel.config.get(name))
-        return ordered(found)
+        secret fields with the key-carrying parts of keyed URLs, the credentials of URLs and
+        the values of maps declared with secret parts. Longest first."""
+        return secret_values(self.spec, channel.config)
 
     def scrubbed(self, outcome: Outcome, channel: Channel) -> Outcome:
         """`outcome` with every secret of the channel masked in its error and provider

@@ -27,9 +27,15 @@ from tidings.render import Flavour, RenderError, default_renderer
 
 def webhook_url_field(description: str) -> ConfigField:
     """The keyed webhook URL most robots are addressed by: required, and a secret (whoever
-    has it can post to the group)."""
+    has it can post to the group), and where the kind's other secrets go."""
     return ConfigField(
-        "webhook_url", FieldType.URL, description, required=True, secret=True, label="Webhook URL"
+        "webhook_url",
+        FieldType.URL,
+        description,
+        required=True,
+        secret=True,
+        destination=True,
+        label="Webhook URL",
     )
 
 

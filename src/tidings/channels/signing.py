@@ -10,7 +10,7 @@ import binascii
 import hashlib
 import hmac
 import secrets
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 from tidings.core.errors import ValidationError
@@ -24,20 +24,20 @@ TIMESTAMP_HEADER: Final = "webhook-timestamp"
 SIGNATURE_HEADER: Final = "webhook-signature"
 
 
-def parse_secret(secret: str) -> bytes:
+def parse_secret(secret: str, where: str = "config.secret") -> bytes:
     """The HMAC key of a `whsec_<base64>` secret (the prefix is optional, as in the spec's
     reference libraries). The message never repeats the secret."""
     encoded = secret.strip().removeprefix(SECRET_PREFIX)
     if not encoded:
-        raise ValidationError("config.secret", "is empty; expected whsec_ followed by base64")
+        raise ValidationError(where, "is empty; expected whsec_ followed by base64")
     try:
         key = base64.b64decode(encoded, validate=True)
     except (binascii.Error, ValueError):
         raise ValidationError(
-            "config.secret", "is not valid base64 after whsec_ (generate one with new_secret())"
+            where, "is not valid base64 after whsec_ (generate one with `tidings secret new`)"
         ) from None
     if not key:
-        raise ValidationError("config.secret", "decodes to an empty key")
+        raise ValidationError(where, "decodes to an empty key")
     return key
 
 
@@ -57,11 +57,16 @@ def sign(secret: str, msg_id: str, timestamp: int, body: bytes) -> str:
     return f"{SIGNATURE_VERSION},{base64.b64encode(digest).decode('ascii')}"
 
 
-def headers(secret: str | None, msg_id: str, timestamp: int, body: bytes) -> dict[str, str]:
-    """The Standard Webhooks headers; a signature only when the channel has a secret."""
+def headers(
+    secrets: str | Sequence[str] | None, msg_id: str, timestamp: int, body: bytes
+) -> dict[str, str]:
+    """The Standard Webhooks headers; a signature per secret (space-separated, as the spec
+    allows during a rotation), none when the channel has no secret."""
     result = {ID_HEADER: msg_id, TIMESTAMP_HEADER: str(timestamp)}
-    if secret:
-        result[SIGNATURE_HEADER] = sign(secret, msg_id, timestamp, body)
+    given = [secrets] if isinstance(secrets, str) else list(secrets or ())
+    signatures = [sign(secret, msg_id, timestamp, body) for secret in given if secret]
+    if signatures:
+        result[SIGNATURE_HEADER] = " ".join(signatures)
     return result
 
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any, ClassVar, Final
+from urllib.parse import urlsplit
 
 from tidings.channels import signing
 from tidings.channels.base import Adapter, Message, SendContext, Target
@@ -18,9 +20,8 @@ from tidings.channels.http import classify
 from tidings.core import jsontext
 from tidings.core.errors import ValidationError
 from tidings.core.kinds import ConfigField, FieldType, KindSpec
-from tidings.core.model import Channel, Event, event_document
+from tidings.core.model import Channel, Event, event_document, rfc3339
 from tidings.core.outcome import Outcome
-from tidings.core.redact import ordered, secret_strings, url_credentials
 from tidings.core.text import MARKER, truncate_utf8
 
 DEFAULT_MAX_BODY_BYTES: Final = 1_048_576
@@ -63,7 +64,13 @@ class WebhookAdapter(Adapter):
         description="Any HTTPS endpoint, sent JSON signed per Standard Webhooks.",
         fields=(
             ConfigField(
-                "url", FieldType.URL, "Where to POST the JSON (http:// or https://).", True
+                "url",
+                FieldType.URL,
+                "Where to POST the JSON (http:// or https://); its userinfo and query values "
+                "are kept secret.",
+                True,
+                secret_parts=True,
+                destination=True,
             ),
             ConfigField(
                 "secret",
@@ -73,10 +80,26 @@ class WebhookAdapter(Adapter):
                 label="Signing secret",
             ),
             ConfigField(
+                "previous_secret",
+                FieldType.STRING,
+                "The signing secret being rotated out: it signs too (a second signature) until "
+                "previous_secret_until. Set by rotate-secret.",
+                secret=True,
+                label="Previous signing secret",
+            ),
+            ConfigField(
+                "previous_secret_until",
+                FieldType.STRING,
+                "When the previous secret stops signing (RFC 3339). Set by rotate-secret.",
+                label="Previous secret signs until",
+            ),
+            ConfigField(
                 "headers",
                 FieldType.STRING_MAP,
                 "Extra request headers, name to value (e.g. Authorization); "
-                "content-type, webhook-* and framing headers are set by tidings.",
+                "content-type, webhook-* and framing headers are set by tidings. "
+                "Their values are kept secret.",
+                secret_parts=True,
                 label="Extra headers",
             ),
             ConfigField(
@@ -96,9 +119,15 @@ class WebhookAdapter(Adapter):
     bounded_by_http_timeout: ClassVar[bool] = True
 
     def check_config(self, config: dict[str, Any]) -> dict[str, Any]:
-        secret = config.get("secret")
-        if secret is not None:
-            signing.parse_secret(secret)
+        for name in ("secret", "previous_secret"):
+            if config.get(name) is not None:
+                signing.parse_secret(config[name], f"config.{name}")
+        if ("previous_secret" in config) != ("previous_secret_until" in config):
+            raise ValidationError(
+                "config.previous_secret_until", "goes with previous_secret, and only with it"
+            )
+        if "previous_secret_until" in config:
+            config["previous_secret_until"] = _until(config["previous_secret_until"])
         for name, value in config.get("headers", {}).items():
             where = f"config.headers.{name}"
             if not _HEADER_NAME.fullmatch(name):
@@ -107,17 +136,9 @@ class WebhookAdapter(Adapter):
                 raise ValidationError(where, "is set by tidings and cannot be configured")
             if not _HEADER_VALUE.fullmatch(value):
                 raise ValidationError(where, "must not contain CR, LF or NUL")
+            if name.lower() == "authorization" and "@" in urlsplit(config["url"]).netloc:
+                raise ValidationError(where, "cannot go with credentials in the URL: use one")
         return config
-
-    def secrets_of(self, channel: Channel) -> list[str]:
-        """The signing secret, and also the headers' values (an Authorization token) and the
-        URL's userinfo password and query values, should an answer quote them."""
-        found = secret_strings(channel.config.get("secret"))
-        found |= secret_strings(channel.config.get("headers"))
-        url = channel.config.get("url")
-        if isinstance(url, str):
-            found |= url_credentials(url)
-        return ordered(found)
 
     def size_limit(self, channel: Channel) -> int | None:
         return int(channel.config.get("max_body_bytes", DEFAULT_MAX_BODY_BYTES))
@@ -159,12 +180,11 @@ class WebhookAdapter(Adapter):
         timestamp = int(ctx.attempt_at.timestamp())
         headers = dict(channel.config.get("headers", {}))
         headers["content-type"] = message.content_type
+        secrets = await self._signing_secrets(ctx, channel)
         if ctx.traceparent is not None:  # the receiver may join the producer's trace
             headers["traceparent"] = ctx.traceparent
         headers.update(
-            signing.headers(
-                channel.config.get("secret"), message.target.message_id, timestamp, message.payload
-            )
+            signing.headers(secrets, message.target.message_id, timestamp, message.payload)
         )
         try:
             response = await ctx.http.post(
@@ -178,6 +198,31 @@ class WebhookAdapter(Adapter):
         else:
             outcome = classify(response, ctx.attempt_at)
         return self.scrubbed(outcome, channel)
+
+    async def _signing_secrets(self, ctx: SendContext, channel: Channel) -> list[str]:
+        """The secret, and the previous one while its overlap lasts; once it is over, the
+        previous secret is dropped from the stored config."""
+        config = channel.config
+        secrets = [config["secret"]] if config.get("secret") else []
+        until = config.get("previous_secret_until")
+        if config.get("previous_secret") and isinstance(until, str):
+            if ctx.attempt_at < datetime.fromisoformat(until):
+                secrets.append(config["previous_secret"])
+            else:
+                drop = {"previous_secret": None, "previous_secret_until": None}
+                await ctx.store.update_channel_config(channel.id, drop)
+        return secrets
+
+
+def _until(value: str) -> str:
+    """An RFC 3339 time, as UTC."""
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise ValidationError("config.previous_secret_until", "is not an RFC 3339 time") from None
+    if moment.tzinfo is None:
+        raise ValidationError("config.previous_secret_until", "needs a UTC offset")
+    return rfc3339(moment) or value
 
 
 def _shorten(document: dict[str, Any], entry: dict[str, Any], limit: int) -> bytes:

@@ -3,7 +3,7 @@
 Each module registers its commands on `app`; importing them here makes the command complete.
 """
 
-from tidings.cli import channels, deliveries, publish, retention, serve, tokens, worker
+from tidings.cli import channels, deliveries, publish, retention, secrets, serve, tokens, worker
 from tidings.cli.app import app, main
 
 __all__ = [
@@ -13,6 +13,7 @@ __all__ = [
     "main",
     "publish",
     "retention",
+    "secrets",
     "serve",
     "tokens",
     "worker",

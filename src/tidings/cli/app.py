@@ -89,9 +89,12 @@ def print_json(value: Any) -> None:
 
 
 def json_object(text: str | None, what: str) -> dict[str, Any]:
-    """A JSON object given on the command line (or read from a file); {} when absent."""
+    """A JSON object given on the command line, or read from a file (`@path`) or standard
+    input (`-`), so secrets need not be on the command line (ps, shell history); {} when
+    absent."""
     if text is None:
         return {}
+    text = _read_argument(text, what)
     try:
         value = json.loads(text)
     except json.JSONDecodeError as error:
@@ -100,6 +103,18 @@ def json_object(text: str | None, what: str) -> dict[str, Any]:
         fail(f"{what} must be a JSON object")
     found: dict[str, Any] = value
     return found
+
+
+def _read_argument(text: str, what: str) -> str:
+    if text == "-":
+        return sys.stdin.read()
+    if not text.startswith("@"):
+        return text
+    try:
+        with open(text[1:], encoding="utf-8") as given:
+            return given.read()
+    except (OSError, UnicodeDecodeError) as error:
+        fail(f"{what}: cannot read {text[1:]}: {getattr(error, 'strerror', None) or error}")
 
 
 def run_async(run: Callable[[], Coroutine[Any, Any, None]]) -> None:

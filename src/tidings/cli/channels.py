@@ -36,7 +36,12 @@ def channel_add(
     name: Annotated[str, typer.Option("--name")],
     kind: Annotated[str, typer.Option("--kind", help="See `tidings channel kinds`")],
     config_json: Annotated[
-        str | None, typer.Option("--config-json", help='Adapter settings, e.g. \'{"url": "…"}\'')
+        str | None,
+        typer.Option(
+            "--config-json",
+            help='Adapter settings: JSON (\'{"url": "…"}\'), @FILE, or - for standard input '
+            "(keeps secrets off the command line)",
+        ),
     ] = None,
     mode: Annotated[str, typer.Option(help="realtime or digest")] = "realtime",
     digest_period_s: Annotated[float | None, typer.Option("--digest-period-s")] = None,
@@ -135,6 +140,29 @@ def channel_test(channel: ChannelRef, db: DbOption = None, config: ConfigOption 
     typer.echo(status if error is None else f"{status}: {error}")
     if status != "delivered":
         raise typer.Exit(1)
+
+
+@channel_app.command("rotate-secret")
+def channel_rotate_secret(
+    channel: ChannelRef,
+    grace_s: Annotated[
+        float, typer.Option("--grace-s", help="How long the old secret keeps signing")
+    ] = 86400.0,
+    db: DbOption = None,
+    config: ConfigOption = None,
+) -> None:
+    """A new signing secret, printed once (alone on the last line); the old one signs beside
+    it for --grace-s seconds (24 h by default)."""
+
+    async def work(rt: Runtime) -> tuple[str, str]:
+        found = await rt.service.channel_by_ref(channel)
+        rotated = await rt.service.rotate_signing_secret(found.id, grace_s)
+        until = rotated.previous_until
+        return rotated.secret, (f"until {until:%Y-%m-%d %H:%M:%S} UTC" if until else "no more")
+
+    secret, until = with_runtime(db, config, work)
+    typer.echo(f"channel {channel}: new signing secret; the old one signs {until}:")
+    typer.echo(secret)
 
 
 @channel_app.command("kinds")

@@ -44,8 +44,15 @@ class ConfigField:
     type: FieldType
     description: str
     required: bool = False
-    #: Never shown in reads, logs or errors; write-only in forms.
+    #: The value is a secret as a whole (a token, a password, a keyed vendor URL): never
+    #: shown in reads, logs or errors; write-only in forms (S2).
     secret: bool = False
+    #: The value holds secrets without being one (S2): a URL's userinfo and query values, a
+    #: map's values (request headers). Reads show it with those parts masked.
+    secret_parts: bool = False
+    #: The value decides where the channel's secrets are sent (a URL, a host, a port, the
+    #: transport's security): changing it without re-entering the secrets is refused (S3).
+    destination: bool = False
     #: What an absent optional value means (documentation and forms; not stored).
     default: str | int | bool | None = None
     choices: tuple[str, ...] = ()
@@ -66,6 +73,8 @@ class ConfigField:
             "description": self.description,
             "required": self.required,
             "secret": self.secret,
+            "secret_parts": self.secret_parts,
+            "destination": self.destination,
         }
         if self.default is not None:
             doc["default"] = self.default
@@ -76,6 +85,11 @@ class ConfigField:
         if self.maximum is not None:
             doc["maximum"] = self.maximum
         return doc
+
+    @property
+    def sensitive(self) -> bool:
+        """Secret as a whole or in parts: encrypted at rest (S4), masked in reads (S2)."""
+        return self.secret or self.secret_parts
 
 
 class SizeUnit(StrEnum):
@@ -128,6 +142,8 @@ class KindSpec:
         for field in self.fields:
             if (field.type is FieldType.CHOICE) != bool(field.choices):
                 raise ValueError(f"{self.kind}.{field.name}: choices go with type choice only")
+            if field.secret_parts and field.type not in (FieldType.URL, FieldType.STRING_MAP):
+                raise ValueError(f"{self.kind}.{field.name}: secret parts are a URL's or a map's")
 
     @property
     def limit(self) -> SizeLimit | None:
@@ -139,7 +155,18 @@ class KindSpec:
 
     @property
     def secret_fields(self) -> tuple[str, ...]:
+        """Fields secret as a whole."""
         return tuple(f.name for f in self.fields if f.secret)
+
+    @property
+    def sensitive_fields(self) -> tuple[str, ...]:
+        """Fields secret as a whole or in parts: what the store encrypts (S4)."""
+        return tuple(f.name for f in self.fields if f.sensitive)
+
+    @property
+    def destination_fields(self) -> tuple[str, ...]:
+        """Fields that decide where the secrets go (S3)."""
+        return tuple(f.name for f in self.fields if f.destination)
 
     def field(self, name: str) -> ConfigField | None:
         for field in self.fields:

@@ -1,9 +1,9 @@
 """Secrets in channel config never leave in reads, logs, errors or the UI: `••••` + the last 4.
 
-Pure: imports only the standard library. Owns the mask, the redaction of a config for reads,
-the strings a secret value can show up as in a text (a keyed URL's query, path and token as
-well as the whole URL), and the redaction of every URL in a text (no userinfo, no query
-values), so that any text can be scrubbed before it is stored or logged.
+Pure: imports only the standard library and tidings.core.kinds. Owns the mask, a config as
+reads show it (S2: `masked_config`, from the kind's declaration), the strings a secret value
+can show up as in a text (`secret_values`), and the redaction of every URL in a text (no
+userinfo, no query values), so that any text can be scrubbed before it is stored or logged.
 """
 
 from __future__ import annotations
@@ -12,7 +12,9 @@ import functools
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, unquote_plus, urlsplit, urlunsplit
+
+from tidings.core.kinds import ConfigField, FieldType, KindSpec
 
 MASK = "••••"
 #: A shorter value is never searched for in a text: masking every "abc" in an error would
@@ -26,6 +28,71 @@ def mask(value: str) -> str:
     return MASK + value[-4:] if len(value) > 8 else MASK
 
 
+def masked_config(spec: KindSpec | None, config: Mapping[str, Any]) -> dict[str, Any]:
+    """`config` as every read shows it (API, CLI, UI, export): each secret field masked as a
+    whole (each item of a list), a URL with secret parts as scheme, host and path with its
+    userinfo and query values masked, a map with secret values with its values masked.
+    A kind that declares nothing shows its config as it is."""
+    shown = dict(config)
+    for field in spec.fields if spec is not None else ():
+        value = shown.get(field.name)
+        if value is not None and field.sensitive:
+            shown[field.name] = mask_value(field, value)
+    return shown
+
+
+def mask_value(field: ConfigField, value: Any) -> Any:
+    """One config value as reads show it (see `masked_config`)."""
+    if field.secret:
+        if isinstance(value, list):
+            return [mask(item) if isinstance(item, str) else MASK for item in value]
+        return mask(value) if isinstance(value, str) else MASK
+    if field.type is FieldType.URL and isinstance(value, str):
+        return mask_url(value)
+    if isinstance(value, Mapping):
+        return {k: mask(v) if isinstance(v, str) else MASK for k, v in value.items()}
+    return value
+
+
+def query_pairs(query: str) -> list[tuple[str, str]]:
+    """A query's `name=value` segments, raw (undecoded); a bare `name` has the value ""."""
+    return [(name, value) for name, _, value in (p.partition("=") for p in query.split("&") if p)]
+
+
+def mask_url(url: str) -> str:
+    """`url` with its userinfo and every query value masked (each by its decoded value);
+    scheme, host, port, path and fragment kept."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return mask(url)
+    userinfo, at, host = parts.netloc.rpartition("@")
+    netloc = f"{mask(unquote_plus(userinfo))}@{host}" if at else parts.netloc
+    query = "&".join(
+        f"{name}={mask(unquote_plus(value))}" if value else name
+        for name, value in query_pairs(parts.query)
+    )
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def secret_values(spec: KindSpec | None, config: Mapping[str, Any]) -> list[str]:
+    """Every string of `config` that must never reach a stored or logged text, longest first:
+    each secret field's value and its key-carrying parts, a URL's credentials, a map's
+    values. A kind that declares nothing: every string in its config."""
+    if spec is None:
+        return ordered(secret_strings(dict(config)))
+    found: set[str] = set()
+    for field in spec.fields:
+        value = config.get(field.name)
+        if value is None or not field.sensitive:
+            continue
+        if field.secret or isinstance(value, Mapping):
+            found |= secret_strings(value)
+        elif isinstance(value, str):
+            found |= url_credentials(value)
+    return ordered(found)
+
+
 def redact_config(config: dict[str, Any], secret_fields: Iterable[str]) -> dict[str, Any]:
     redacted = dict(config)
     for name in secret_fields:
@@ -33,18 +100,6 @@ def redact_config(config: dict[str, Any], secret_fields: Iterable[str]) -> dict[
         if isinstance(value, str) and value:
             redacted[name] = mask(value)
     return redacted
-
-
-def keep_unchanged_secrets(
-    new: dict[str, Any], stored: dict[str, Any], secret_fields: Iterable[str]
-) -> dict[str, Any]:
-    """An edit form sends back the redacted value it was shown: keep the stored secret then."""
-    merged = dict(new)
-    for name in secret_fields:
-        value = merged.get(name)
-        if isinstance(value, str) and value.startswith(MASK) and name in stored:
-            merged[name] = stored[name]
-    return merged
 
 
 def secret_strings(value: object) -> set[str]:

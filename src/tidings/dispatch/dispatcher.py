@@ -11,6 +11,7 @@ import contextlib
 import functools
 import logging
 import random
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from ipaddress import IPv4Network, IPv6Network
@@ -22,6 +23,7 @@ from tidings.core.breaker import Policy
 from tidings.core.clock import SYSTEM_CLOCK, Clock
 from tidings.core.errors import ConfigError, StoreError
 from tidings.core.model import Channel
+from tidings.core.redact import scrub, scrub_text
 from tidings.core.states import Mode
 from tidings.dispatch.digest import run_digest
 from tidings.dispatch.gate import ClaimGate
@@ -192,6 +194,11 @@ class Dispatcher:
             task.add_done_callback(functools.partial(self._job_done, channel))
             self._jobs[channel.id] = task
 
+    def _secrets_of(self, channel: Channel) -> list[str]:
+        if channel.kind not in self.registry:
+            return []
+        return self.registry.get(channel.kind).secrets_of(channel)
+
     def _job_done(self, channel: Channel, task: asyncio.Task[bool]) -> None:
         self._jobs.pop(channel.id, None)
         self._job_ended.set()
@@ -199,10 +206,14 @@ class Dispatcher:
             return
         error = task.exception()
         if error is not None:
-            # One line with the cause; the traceback (and a database error's SQL) at debug.
-            cause = " ".join(f"{type(error).__name__}: {error}".split())
+            # One line with the cause, scrubbed of URLs' credentials and the channel's secrets
+            # (S2); the traceback, scrubbed too, at debug.
+            secrets = self._secrets_of(channel)
+            cause = " ".join(scrub_text(scrub(f"{type(error).__name__}: {error}"), secrets).split())
             log.error("channel %r job failed: %.300s", channel.name, cause)
-            log.debug("channel %r job failed", channel.name, exc_info=error)
+            if log.isEnabledFor(logging.DEBUG):
+                lines = "".join(traceback.format_exception(error))
+                log.debug("channel %r job failed\n%s", channel.name, scrub_text(lines, secrets))
         if error is not None or not task.result():
             # Due rows but nothing leased: no rate budget, a digest not yet due, or rows held
             # by another worker. Let the channel rest instead of asking again at once.

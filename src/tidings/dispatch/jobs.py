@@ -102,6 +102,7 @@ async def write(
         ctx.store,
         claim,
         results,
+        adapter=ctx.registry.get(claim.channel.kind),
         worker_id=ctx.worker_id,
         rand=ctx.rand,
         deferred=unsent,

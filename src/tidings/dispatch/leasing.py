@@ -100,7 +100,7 @@ async def _lease_realtime(
         except Exception as error:
             failed.append(sending.render_failed(target.delivery_ids, None, error, clock.now))
     if failed:
-        await report.record(store, claim, failed, worker_id=worker_id, rand=rand)
+        await report.record(store, claim, failed, adapter=adapter, worker_id=worker_id, rand=rand)
     return Lease(claim.token, claim.channel, messages)
 
 
@@ -125,7 +125,7 @@ async def _lease_digest(
         planned = sending.plan_digest(adapter, claim.channel, batch_id, claim.ids, events)
     except Exception as error:
         failed = sending.render_failed(claim.ids, batch_id, error, clock.now)
-        await report.record(store, claim, [failed], worker_id=worker_id, rand=rand)
+        await report.record(store, claim, [failed], adapter=adapter, worker_id=worker_id, rand=rand)
         return None
     messages = planned[:1]
     for message in planned[1:]:  # D4: one token per message; the rest wait for the next lease
@@ -141,6 +141,7 @@ async def _lease_digest(
 
 async def apply_report(
     store: Store,
+    registry: Registry,
     *,
     token: str,
     worker_id: str,
@@ -148,9 +149,10 @@ async def apply_report(
     rand: Callable[[], float],
     capabilities: Capabilities | None = None,
 ) -> tuple[int, int]:
-    """Record a worker's results; rows it leased but did not report are given back.
-    A lease of a channel outside `capabilities` (another worker's) is not this worker's to
-    report. Returns (rows recorded, rows fenced)."""
+    """Record a worker's results, scrubbed of the channel's secrets here (a worker's text is
+    not trusted to be); rows it leased but did not report are given back. A lease of a
+    channel outside `capabilities` (another worker's) is not this worker's to report.
+    Returns (rows recorded, rows fenced)."""
     reported = [i for result in results for i in result.ids]
     claim: Claim | None = await store.leased(token)
     if claim is not None and capabilities is not None and not capabilities.accepts(claim.channel):
@@ -166,6 +168,12 @@ async def apply_report(
     stale = len(reported) - sum(len(r.ids) for r in current)
     unreported = [i for i in claim.ids if i not in set(reported)]
     fenced = await report.record(
-        store, claim, current, worker_id=worker_id, rand=rand, deferred=unreported
+        store,
+        claim,
+        current,
+        adapter=registry.get(claim.channel.kind),
+        worker_id=worker_id,
+        rand=rand,
+        deferred=unreported,
     )
     return sum(len(r.ids) for r in current) - fenced, stale + fenced

@@ -3,6 +3,8 @@
 Results of one claim are written together: all delivered rows in one statement, failures
 grouped by what they share, so a busy channel costs a few commits per claim, not per row.
 Whether a retryable failure has an attempt left is decided here, by `core.retry.exhausted`.
+Every text is scrubbed of the channel's secrets here, whoever sent (this dispatcher, a remote
+worker, whose report is not trusted to have done it) before it is stored or logged (S2).
 """
 
 from __future__ import annotations
@@ -11,9 +13,10 @@ import functools
 import logging
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
+from tidings.channels.base import Adapter
 from tidings.core import retry
 from tidings.core.breaker import Policy
 from tidings.core.model import AttemptRecord, Claim
@@ -71,19 +74,30 @@ class Write:
     run: Callable[[], Awaitable[int]]
 
 
+def scrubbed(adapter: Adapter, claim: Claim, results: Sequence[SendResult]) -> list[SendResult]:
+    """`results` with the channel's secrets masked in every error and provider response."""
+    clean = []
+    for result in results:
+        outcome = adapter.scrubbed(result.outcome, claim.channel)
+        clean.append(result if outcome is result.outcome else replace(result, outcome=outcome))
+    return clean
+
+
 def plan(
     store: Store,
     claim: Claim,
     results: Sequence[SendResult],
     *,
+    adapter: Adapter,
     worker_id: str,
     rand: Callable[[], float],
     deferred: Sequence[int] = (),
     breaker: Policy | None = None,
 ) -> list[Write]:
-    """The writes that record every result of `claim` and give back the rows not sent, and
-    then what they say about the channel's health (H1)."""
+    """The writes that record every result of `claim` (scrubbed) and give back the rows not
+    sent, and then what they say about the channel's health (H1)."""
     channel, token = claim.channel, claim.token
+    results = scrubbed(adapter, claim, results)
     attempts_at_claim = {item.delivery.id: item.delivery.attempts for item in claim.items}
     sent: list[SendResult] = []
     retries: dict[tuple[int, float | None, str], list[SendResult]] = defaultdict(list)
@@ -162,6 +176,7 @@ async def record(
     claim: Claim,
     results: Sequence[SendResult],
     *,
+    adapter: Adapter,
     worker_id: str,
     rand: Callable[[], float],
     deferred: Sequence[int] = (),
@@ -170,7 +185,14 @@ async def record(
     """Write every result of `claim`, and give back the rows that were not sent (`deferred`).
     Returns how many rows the lease no longer held (fenced writes, C3), after logging them."""
     writes = plan(
-        store, claim, results, worker_id=worker_id, rand=rand, deferred=deferred, breaker=breaker
+        store,
+        claim,
+        results,
+        adapter=adapter,
+        worker_id=worker_id,
+        rand=rand,
+        deferred=deferred,
+        breaker=breaker,
     )
     return sum([await fenced(write) for write in writes])
 

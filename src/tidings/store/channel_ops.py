@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import bindparam, delete, func, select, update
@@ -11,7 +12,7 @@ from sqlalchemy.engine import Connection
 from tidings.core.errors import Conflict, NotFound
 from tidings.core.model import Channel, ChannelSpec
 from tidings.core.states import SkipReason
-from tidings.store import buckets, rows
+from tidings.store import buckets, sealing
 from tidings.store.clock import TxClock
 from tidings.store.schema import channels, deliveries, is_live
 from tidings.store.transitions import guard, target
@@ -22,7 +23,7 @@ _BY_ID = select(channels).where(channels.c.id == bindparam("channel"))
 
 def load_channel(conn: Connection, channel_id: int) -> Channel | None:
     row = conn.execute(_BY_ID, {"channel": channel_id}).mappings().first()
-    return None if row is None else rows.channel(row)
+    return None if row is None else sealing.channel(conn, row)
 
 
 def get(conn: Connection, channel_id: int) -> Channel:
@@ -36,29 +37,33 @@ def get_by_name(conn: Connection, name: str) -> Channel:
     row = conn.execute(select(channels).where(channels.c.name == name)).mappings().first()
     if row is None:
         raise NotFound("channel", name)
-    return rows.channel(row)
+    return sealing.channel(conn, row)
 
 
 def list_all(conn: Connection) -> list[Channel]:
-    return [
-        rows.channel(r) for r in conn.execute(select(channels).order_by(channels.c.id)).mappings()
-    ]
+    found = conn.execute(select(channels).order_by(channels.c.id)).mappings()
+    return [sealing.channel(conn, r) for r in found]
 
 
 def create(conn: Connection, clock: TxClock, spec: ChannelSpec) -> Channel:
     _ensure_name_free(conn, spec.name, None)
     now = clock.now()
-    values = _spec_values(spec) | {"created_at": now, "updated_at": now, "disabled_reason": None}
+    values = _spec_values(conn, now, spec) | {
+        "created_at": now,
+        "updated_at": now,
+        "disabled_reason": None,
+    }
     row = conn.execute(channels.insert().values(values).returning(*channels.c)).mappings().one()
     buckets.create(conn, row["id"], spec.rate_burst, now)
-    return rows.channel(row)
+    return sealing.channel(conn, row)
 
 
 def update_spec(conn: Connection, clock: TxClock, channel_id: int, spec: ChannelSpec) -> Channel:
     """Store a whole new spec; a change to disabled runs the disable transition too."""
     current = get(conn, channel_id)
     _ensure_name_free(conn, spec.name, channel_id)
-    values = _spec_values(spec) | {"updated_at": clock.now()}
+    now = clock.now()
+    values = _spec_values(conn, now, spec) | {"updated_at": now}
     if spec.enabled and not current.enabled:
         values["disabled_reason"] = None
     conn.execute(update(channels).where(channels.c.id == channel_id).values(values))
@@ -120,18 +125,22 @@ def _ensure_name_free(conn: Connection, name: str, own_id: int | None) -> None:
         raise Conflict(f"a channel named {name!r} already exists (id {found})")
 
 
-def _spec_values(spec: ChannelSpec) -> dict[str, Any]:
+def _spec_values(conn: Connection, now: datetime, spec: ChannelSpec) -> dict[str, Any]:
+    """The row's values; the config's secret values sealed (S4)."""
     values = asdict(spec)
     values["mode"] = spec.mode.value
+    values.update(sealing.sealed(conn, now, spec.kind, spec.config))
     return values
 
 
 def merge_config(
     conn: Connection, clock: TxClock, channel_id: int, changes: dict[str, Any]
 ) -> None:
+    """Change some config values; a value None removes its key."""
     current = get(conn, channel_id)
+    now = clock.now()
+    merged = {k: v for k, v in (current.config | changes).items() if v is not None}
+    values = sealing.sealed(conn, now, current.kind, merged)
     conn.execute(
-        update(channels)
-        .where(channels.c.id == channel_id)
-        .values(config=current.config | changes, updated_at=clock.now())
+        update(channels).where(channels.c.id == channel_id).values(**values, updated_at=now)
     )

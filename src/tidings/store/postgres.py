@@ -34,7 +34,7 @@ from sqlalchemy.engine import URL, Connection
 from sqlalchemy.sql.dml import Insert
 
 from tidings.core import jsontext, ratelimit
-from tidings.store import rows
+from tidings.store import sealing
 from tidings.store.dialect import (
     PRIOR_OWNER,
     PRIOR_STATE,
@@ -144,13 +144,13 @@ class PostgresDialect(Dialect):
         if row is None:
             return None, None
         if row["bucket_updated_at"] is None:  # no bucket yet: the lock creates it
-            return rows.channel(row), None
+            return sealing.channel(conn, row), None
         bucket = ratelimit.Bucket(
             tokens=row["bucket_tokens"],
             updated_at=row["bucket_updated_at"],
             paused_until=row["bucket_paused_until"],
         )
-        return rows.channel(row), (bucket, row["clock_now"])
+        return sealing.channel(conn, row), (bucket, row["clock_now"])
 
     def announce(self, conn: Connection, channel_ids: Iterable[int]) -> None:
         """NOTIFY at commit; the payload names the channels, so an idle dispatcher claims at

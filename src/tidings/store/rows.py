@@ -39,12 +39,17 @@ def event(row: Mapping[Any, Any]) -> Event:
     )
 
 
-def channel(row: Mapping[Any, Any]) -> Channel:
+def channel(row: Mapping[Any, Any], secrets: Mapping[str, Any] | None = None) -> Channel:
+    """A channel row; its config is the plain values joined with `secrets`, the opened
+    `secrets` column (`tidings.store.sealing.channel` opens it)."""
+    config = dict(row["config"])
+    if secrets:
+        config.update(secrets)
     return Channel(
         id=row["id"],
         name=row["name"],
         kind=row["kind"],
-        config=dict(row["config"]),
+        config=config,
         enabled=bool(row["enabled"]),
         mode=Mode(row["mode"]),
         digest_period_s=row["digest_period_s"],

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any, TypeVar
@@ -24,6 +24,7 @@ from tidings.store.clock import AppClock, TxClock, utc_now
 from tidings.store.dialect import Dialect
 from tidings.store.dialects import dialect_named
 from tidings.store.engine import READ_ONLY, create_engine, sqlite_thread_engine
+from tidings.store.sealing import Sealer, Sensitive, everything
 from tidings.store.url import parse
 
 #: Threads running SQLite read transactions beside the one writer thread. Writes go through
@@ -53,8 +54,18 @@ def cause(error: BaseException) -> str:
 class Runner:
     """The engine of one database and the way its operations run."""
 
-    def __init__(self, url: str, *, clock: AppClock = utc_now, pool_size: int = 10) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        clock: AppClock = utc_now,
+        pool_size: int = 10,
+        secret_keys: Sequence[str] | None = None,
+        sensitive: Sensitive = everything,
+    ) -> None:
         self.url = parse(url)
+        #: Seals and opens channel secrets (S4); every operation finds it on its connection.
+        self.sealer = Sealer(self.url, secret_keys, sensitive)
         self.dialect: Dialect = dialect_named(self.url.get_backend_name())
         self.engine: AsyncEngine = create_engine(self.url, pool_size=pool_size)
         self._clock = clock
@@ -100,6 +111,7 @@ class Runner:
         own snapshot, as in a READ COMMITTED transaction; a single statement is atomic.)"""
 
         def call(conn: Connection) -> T:
+            self.sealer.put_on(conn)
             return op(conn, TxClock(conn, now, self._clock), *args)
 
         try:
@@ -116,6 +128,27 @@ class Runner:
             raise Conflict(f"conflicts with stored data: {cause(error)}") from error
         except (exc.DBAPIError, exc.InterfaceError, OSError) as error:
             raise StoreError(f"database error: {cause(error)}") from error
+
+    async def clear_free_space(self) -> None:
+        """Overwrite what rewritten rows left behind in the file (old copies of sealed
+        secrets, S4): on SQLite, the WAL is checkpointed and emptied and the file rebuilt
+        (VACUUM). PostgreSQL's old row versions are out of reach of a dump or a SELECT."""
+        if self._writer is None or self._threaded is None:
+            return
+        engine = self._threaded
+
+        def rebuild() -> None:
+            raw = engine.raw_connection()
+            try:
+                cursor = raw.cursor()
+                cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                cursor.execute("VACUUM")
+                cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                cursor.close()
+            finally:
+                raw.close()
+
+        await asyncio.get_running_loop().run_in_executor(self._writer, rebuild)
 
     async def _in_thread(self, call: Callable[[Connection], T], read_only: bool) -> T:
         """Run `call` in one SQLite transaction on a store thread (the writer, unless

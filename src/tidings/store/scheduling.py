@@ -9,7 +9,7 @@ from sqlalchemy import ScalarSelect, func, select
 from sqlalchemy.engine import Connection
 
 from tidings.core.model import Channel
-from tidings.store import rows
+from tidings.store import sealing
 from tidings.store.clock import TxClock
 from tidings.store.schema import channels, deliveries, is_live
 
@@ -39,7 +39,7 @@ def due_channels(
     loaded = {}
     if stale:
         found = conn.execute(select(channels).where(channels.c.id.in_(stale))).mappings()
-        loaded = {c.id: c for c in (rows.channel(r) for r in found)}
+        loaded = {c.id: c for c in (sealing.channel(conn, r) for r in found)}
     # A channel deleted between the two reads is left out.
     return [c for i, _ in due if (c := loaded.get(i) or known.get(i)) is not None]
 

@@ -110,7 +110,10 @@ channels = Table(
     Column("id", Id, primary_key=True, autoincrement=True),
     Column("name", String(100), nullable=False),
     Column("kind", String(50), nullable=False),
+    #: The config values that are not secret; the secret ones are in `secrets` (S4).
     Column("config", JSONDoc, nullable=False),
+    #: The secret config values, AES-GCM encrypted (`tidings.store.secretbox`); null when none.
+    Column("secrets", Text),
     Column("enabled", Boolean, nullable=False),
     Column("disabled_reason", Text),
     Column("mode", String(16), nullable=False),
@@ -311,4 +314,13 @@ ui_sessions = Table(
     Column("expires_at", UTCDateTime, nullable=False),
     UniqueConstraint("session_hash"),
     Index(None, "token_id"),
+)
+
+# The ids (never the keys) of the secret keys a deployment uses (S4): a process is let in only
+# with one of them, so a wrong key stops it at start.
+secret_keys = Table(
+    "secret_keys",
+    metadata,
+    Column("kid", String(32), primary_key=True),
+    Column("created_at", UTCDateTime, nullable=False),
 )

@@ -32,6 +32,8 @@ from tidings.store import (
     outcomes,
     publishing,
     resending,
+    rotation,
+    sealing,
     sweep,
 )
 from tidings.store.admin import AdminWrites
@@ -39,6 +41,7 @@ from tidings.store.clock import AppClock, TxClock, utc_now
 from tidings.store.notify import OnWork, PostgresListener
 from tidings.store.operations import Operations
 from tidings.store.reads import Reads
+from tidings.store.sealing import Sensitive, everything
 
 Events = Mapping[int, Event]
 
@@ -51,16 +54,39 @@ class Store(Operations, AdminWrites, Reads):
         clock: AppClock = utc_now,
         pool_size: int = 10,
         on_work: OnWork | None = None,
+        secret_keys: Sequence[str] | None = None,
+        sensitive: Sensitive = everything,
     ) -> None:
-        super().__init__(url, clock=clock, pool_size=pool_size)
+        """`secret_keys`: base64 keys (the first encrypts), instead of the environment's or
+        the key file's; `sensitive`: which config fields of a kind are secret (S4)."""
+        super().__init__(
+            url, clock=clock, pool_size=pool_size, secret_keys=secret_keys, sensitive=sensitive
+        )
         #: Called after this process stored new work: the in-process wake-up (W2).
         self._on_work = on_work
 
     # -- schema ---------------------------------------------------------------------------
 
     async def migrate(self) -> None:
+        """Apply the migrations, then open the secrets (S4): a missing or wrong key stops here
+        with a ConfigError; secrets stored in plain by an older version are sealed now."""
         async with self.engine.begin() as conn:
             await conn.run_sync(migrate.upgrade)
+        if await self.reseal():
+            await self.clear_free_space()  # no plain copy left behind in the file
+
+    async def rotate_key(self, *, finish: bool = False) -> rotation.Rotation:
+        """S4: start a key rotation (a new primary key, every channel sealed under it, the
+        old keys readable), or `finish` it (the old keys forgotten)."""
+        done = await (rotation.finish(self) if finish else rotation.start(self))
+        if done.resealed:
+            await self.clear_free_space()
+        return done
+
+    async def reseal(self) -> int:
+        """Seal every channel's secrets under the primary key (after an upgrade, or a key
+        rotation); how many channels were written."""
+        return await self._run(lambda conn, clock: sealing.reseal(conn, clock.now()))
 
     async def ping(self) -> bool:
         """Readiness: the database answers."""
@@ -81,6 +107,7 @@ class Store(Operations, AdminWrites, Reads):
 
     def publish_in(self, conn: Connection, inputs: Sequence[EventInput]) -> list[PublishResult]:
         """Publish inside a caller's own sync connection and transaction (E1)."""
+        self.sealer.put_on(conn)
         results = publishing.publish_events(conn, self.tx_clock(conn), list(inputs))
         # Early if the caller rolls back; the dispatcher then finds nothing.
         self._new_work(_pending_channels(results))

@@ -4,7 +4,9 @@ text values. A kind that declares nothing edits its config as one JSON object.
 
 Secrets are write-only: the form never carries them back out; an empty secret input on an
 edit keeps the stored value (sent to the service as the redaction mask, which the Hub's
-channel rules swap back for the stored secret).
+channel rules swap back for the stored secret). A value with secret parts (a webhook URL's
+query token, header values) is shown masked, as reads show it; sent back unchanged, its
+masks stand for the stored parts (S2, S3).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 from tidings.core.errors import ValidationError
 from tidings.core.kinds import ConfigField, FieldType, KindSpec
 from tidings.core.model import Channel, Severity
-from tidings.core.redact import MASK, mask
+from tidings.core.redact import MASK, mask, masked_config
 from tidings.core.states import Mode
 
 
@@ -64,12 +66,13 @@ class KindForm:
 
     fields: tuple[Field, ...]
     secrets: tuple[str, ...]
+    spec: KindSpec | None = None
 
     @classmethod
     def of(cls, spec: KindSpec | None) -> KindForm:
         if spec is None:
             return cls(JSON_CONFIG, ())
-        return cls(tuple(_input(f) for f in spec.fields), spec.secret_fields)
+        return cls(tuple(_input(f) for f in spec.fields), spec.secret_fields, spec)
 
 
 def _input(field: ConfigField) -> Field:
@@ -123,11 +126,12 @@ def values_of(channel: Channel, kind: KindForm) -> dict[str, str]:
         "filter_min_severity": str(channel.filter.get("min_severity", "")),
         "filter_labels": "\n".join(f"{k}={v}" for k, v in channel.filter.get("labels", {}).items()),
     }
+    shown = masked_config(kind.spec, channel.config)
     for field in kind.fields:
         if field.input == "json":
             values[field.name] = json.dumps(_redacted(channel.config, kind.secrets), indent=2)
         elif field.name not in kind.secrets:
-            values[field.name] = _text(field, channel.config.get(field.name))
+            values[field.name] = _text(field, shown.get(field.name))
     return values
 
 

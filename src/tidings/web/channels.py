@@ -11,7 +11,7 @@ from fastapi.responses import HTMLResponse, Response
 from tidings.core.errors import NotFound, TidingsError
 from tidings.core.model import Channel
 from tidings.core.outcome import Delivered, attempt_status
-from tidings.service import Service, TokenInfo
+from tidings.service import DEFAULT_GRACE_S, Service, TokenInfo, rotatable
 from tidings.web import channel_form
 from tidings.web.forms import Form
 from tidings.web.history import MAX_ID
@@ -133,6 +133,34 @@ async def send_test(
     )
 
 
+@router.post("/channels/{channel_id:int}/rotate-secret", response_class=HTMLResponse)
+async def rotate_secret(
+    request: Request, channel_id: int, admin: Admin, service: ServiceDep
+) -> Response:
+    """A new signing secret, shown once on a page no cache keeps; the old one signs beside
+    it for the grace period."""
+    channel = await _channel(service, channel_id)
+    form = (await Form.read(request)).as_dict()
+    try:
+        grace_s = float(form.get("grace_s") or DEFAULT_GRACE_S)
+        rotated = await service.rotate_signing_secret(channel_id, grace_s)
+    except (ValueError, TidingsError) as error:
+        message = error.message if isinstance(error, TidingsError) else "grace_s: not a number"
+        values = channel_form.values_of(channel, _kind_form(service, channel.kind))
+        return await _form(request, admin, service, channel.kind, channel, values, message, 422)
+    page = render(
+        request,
+        "channel_secret.html",
+        admin=admin,
+        section="channels",
+        channel=rotated.channel,
+        secret=rotated.secret,
+        until=rotated.previous_until,
+    )
+    page.headers["Cache-Control"] = "no-store"
+    return page
+
+
 async def _channel(service: Service, channel_id: int) -> Channel:
     if channel_id > MAX_ID:
         raise NotFound("channel", channel_id)
@@ -168,6 +196,7 @@ async def _form(
         secrets=form.secrets,
         placeholders=channel_form.placeholders(channel, form),
         values={k: v for k, v in values.items() if k not in form.secrets},
+        rotatable=rotatable(service.kind_spec(kind)),
         modes=channel_form.MODES,
         severities=channel_form.SEVERITIES,
         fallbacks=others,

@@ -10,6 +10,8 @@ import asyncio
 import functools
 import importlib
 import inspect
+import logging
+import re
 import socket
 import warnings
 from collections.abc import Iterable, Sequence
@@ -40,7 +42,26 @@ def load_apprise() -> ModuleType | None:
             importlib.import_module("apprise.plugins").N_MGR.load_modules()
     except ImportError:
         return None
+    # Apprise's debug lines quote whole requests and answers (a receiver's echo of a token):
+    # below WARNING they stay out of the server's log unless an operator asks for them.
+    quiet = logging.getLogger("apprise")
+    if quiet.level == logging.NOTSET:
+        quiet.setLevel(logging.WARNING)
+    quiet.addFilter(_no_urls)
     return module
+
+
+_ANY_URL: Final = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]*)://[^\s'\"<>]+")
+
+
+def _no_urls(record: logging.LogRecord) -> bool:
+    """Apprise logs the URLs it loads, and an Apprise URL carries its service's token
+    anywhere in it (tgram://TOKEN/chat): every URL in its log lines is cut to its scheme
+    (S2). The line is kept."""
+    text = record.getMessage()
+    if "://" in text:
+        record.msg, record.args = _ANY_URL.sub(r"\1://…", text), None
+    return True
 
 
 @dataclass(frozen=True, slots=True)

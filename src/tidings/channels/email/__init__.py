@@ -37,6 +37,7 @@ FIELDS: Final = (
         FieldType.STRING,
         "The SMTP server's host name or IP address.",
         True,
+        destination=True,
         label="SMTP host",
     ),
     ConfigField(
@@ -45,6 +46,7 @@ FIELDS: Final = (
         "The server's port; when absent, 587 for starttls, 465 for tls and 25 for none.",
         minimum=1,
         maximum=65535,
+        destination=True,
     ),
     ConfigField(
         "security",
@@ -53,6 +55,7 @@ FIELDS: Final = (
         "none (then no password is sent).",
         default="starttls",
         choices=tuple(SECURITY_PORTS),
+        destination=True,
     ),
     ConfigField("username", FieldType.STRING, "The SMTP AUTH user; set with a password."),
     ConfigField(
@@ -75,6 +78,7 @@ FIELDS: Final = (
         FieldType.BOOLEAN,
         "Check the server's TLS certificate; turn it off only for a test server.",
         default=True,
+        destination=True,  # without it, anyone on the path can be the server
         label="Verify certificate",
     ),
     ConfigField(
@@ -82,6 +86,7 @@ FIELDS: Final = (
         FieldType.STRING,
         "A PEM file on this host of the CAs to trust for the server's certificate, instead "
         "of the system's.",
+        destination=True,
         label="CA file",
     ),
     ConfigField(

@@ -66,6 +66,7 @@ class TelegramAdapter(ChatAdapter):
                 FieldType.URL,
                 "The Bot API server, for a local one; Telegram's own when absent.",
                 default=API_BASE,
+                destination=True,
                 label="API base URL",
             ),
         ),
