@@ -113,9 +113,11 @@ async def test_s3_email_host_and_security_are_destinations(api: Api) -> None:
 
 async def test_s2_a_remote_workers_report_is_scrubbed_by_the_server(api: Api) -> None:
     created = await _webhook(api)
+    value, _ = await api.service.create_token("remote", ["worker"])
+    worker = {"Authorization": f"Bearer {value}"}
     await api.client.post("/v1/events", json={"kind": "a.b", "subject": "s"}, headers=api.publish)
     leased = await api.client.post(
-        "/v1/worker/lease", json={"worker_id": "remote-1"}, headers=api.admin
+        "/v1/worker/lease", json={"worker_id": "remote-1"}, headers=worker
     )
     (lease,) = leased.json()["leases"]
     (message,) = lease["messages"]
@@ -130,7 +132,7 @@ async def test_s2_a_remote_workers_report_is_scrubbed_by_the_server(api: Api) ->
         "finished_at": (now + timedelta(milliseconds=5)).isoformat(),
     }
     report = {"worker_id": "remote-1", "token": lease["token"], "results": [result]}
-    answer = await api.client.post("/v1/worker/report", json=report, headers=api.admin)
+    answer = await api.client.post("/v1/worker/report", json=report, headers=worker)
     assert answer.json() == {"recorded": 1, "fenced": 0}
     detail = await api.client.get(f"/v1/deliveries/{message['delivery_ids'][0]}", headers=api.read)
     assert detail.json()["state"] == "failed"

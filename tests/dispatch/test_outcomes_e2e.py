@@ -297,17 +297,19 @@ async def test_eventually_helper_can_fail() -> None:
 async def test_a_row_that_could_outlive_its_lease_waiting_is_given_back_not_sent_twice(
     hub: tidings.Hub, sink: Sink
 ) -> None:
-    # One slot each and 0.4 s per answer: ten rows need 4 s, twice the 2 s lease. Sent
+    # One slot each and 0.4 s per answer: twenty rows need 8 s, twice the 4 s lease. Sent
     # regardless, the rows still queued when the lease ends would be leased and sent by
-    # the other dispatcher as well.
+    # the other dispatcher as well. (The timeout keeps a margin over the answer's delay, so
+    # a loaded machine does not turn a slow answer into a retry: a second copy for another
+    # reason than the lease.)
     sink.default("/hook", Answer(200, delay_s=0.4))
-    await webhook(hub, sink.url("/hook"), timeout_s=0.5)
+    await webhook(hub, sink.url("/hook"), timeout_s=1.0)
     async with (
-        running(hub, worker_id="a", concurrency=1, lease_s=2.0),
-        running(hub, worker_id="b", concurrency=1, lease_s=2.0),
+        running(hub, worker_id="a", concurrency=1, lease_s=4.0),
+        running(hub, worker_id="b", concurrency=1, lease_s=4.0),
     ):
-        await hub.publish_many([{"kind": "monitor.down", "subject": f"m:{i}"} for i in range(10)])
-        rows = await settled(hub, 10, timeout_s=30)
-    assert [r.state for r in rows] == [State.SENT] * 10
-    assert sink.count("/hook") == 10  # none went out twice
-    assert [r.attempts for r in rows] == [1] * 10  # a row given back had its attempt revoked
+        await hub.publish_many([{"kind": "monitor.down", "subject": f"m:{i}"} for i in range(20)])
+        rows = await settled(hub, 20, timeout_s=60)
+    assert [r.state for r in rows] == [State.SENT] * 20
+    assert sink.count("/hook") == 20  # none went out twice
+    assert [r.attempts for r in rows] == [1] * 20  # a row given back had its attempt revoked
