@@ -12,10 +12,11 @@ from sqlalchemy import ColumnElement, func, select, update
 from sqlalchemy.engine import Connection
 
 from tidings.core.errors import Conflict
-from tidings.core.model import ReplayQuery, ReplayResult
+from tidings.core.model import DeliveryQuery, ReplayQuery, ReplayResult
 from tidings.core.states import RESENDABLE
 from tidings.store.clock import TxClock
 from tidings.store.dialects import dialect_for
+from tidings.store.history import _conditions as history_conditions
 from tidings.store.schema import bulk_resends, deliveries, events, resends
 from tidings.store.transitions import guard, state_in, target
 
@@ -123,21 +124,18 @@ _JOINED = d.join(events, events.c.id == d.c.event_id)
 
 
 def _matching(query: ReplayQuery) -> list[ColumnElement[bool]]:
-    states = query.states & RESENDABLE
-    found = [state_in(states), d.c.id > query.after_id]
-    if query.channel_id is not None:
-        found.append(d.c.channel_id == query.channel_id)
+    """The history filters it shares (M2), and its own: ended states, failure, paging."""
+    shared = DeliveryQuery(
+        channel_id=query.channel_id,
+        event_kind=query.event_kind,
+        tenant=query.tenant,
+        since=query.since,
+        until=query.until,
+    )
+    found = [state_in(query.states & RESENDABLE), d.c.id > query.after_id]
     if query.failure is not None:
         found.append(d.c.failure == query.failure.value)
-    if query.event_kind is not None:
-        found.append(events.c.kind == query.event_kind)
-    if query.tenant is not None:
-        found.append(events.c.tenant == query.tenant)
-    if query.since is not None:
-        found.append(d.c.created_at >= query.since)
-    if query.until is not None:
-        found.append(d.c.created_at <= query.until)
-    return found
+    return found + history_conditions(shared)
 
 
 def _page_ids(conn: Connection, query: ReplayQuery) -> list[int]:
