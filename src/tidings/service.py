@@ -204,7 +204,7 @@ class Service:
             adapter = self.registry.get(channel.kind)
         except (NotFound, ValidationError) as error:
             return f"(this message cannot be rendered now: {error})"
-        return preview_text(adapter, channel, view.delivery.id, event)
+        return preview_text(adapter, channel, view.delivery, event)
 
     async def inbox(self, channel_id: int | None, limit: int) -> list[InboxMessage]:
         return await self.hub.store.inbox_recent(channel_id, limit)

@@ -30,6 +30,7 @@ def test_rows_become_dataclasses_with_enums_and_detached_json() -> None:
         "created_at": NOW,
         "sent_at": None,
         "lost_leases": 2,
+        "message_id": "msg_" + "0" * 32,
     }
     event = {
         "id": 3,

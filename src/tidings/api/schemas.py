@@ -119,6 +119,8 @@ class DeliveryOut(BaseModel):
     failure: str | None
     skip_reason: str | None
     batch_id: int | None
+    #: The id receivers see for its message (`webhook-id`, Message-ID), the same on retries.
+    message_id: str
     created_at: str
     sent_at: str | None
 

@@ -10,10 +10,9 @@ Imports tidings.channels (http, failure) and tidings.core.
 from __future__ import annotations
 
 import functools
-import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
@@ -21,6 +20,7 @@ from tidings.channels.failure import outcome_for_exception, scrub_secrets, unexp
 from tidings.channels.http import HttpClient
 from tidings.core import kinds
 from tidings.core.kinds import KindSpec
+from tidings.core.message_id import for_digest
 from tidings.core.model import Channel, Event
 from tidings.core.outcome import Outcome
 from tidings.core.redact import MIN_SECRET_CHARS, ordered, secret_strings
@@ -34,18 +34,20 @@ class Target:
 
     delivery_ids: tuple[int, ...]
     batch_id: int | None = None
+    #: What the receiver sees as the message's id (`webhook-id`, Message-ID): stored with the
+    #: delivery, unique across databases and the same on every retry (N1). A digest part's
+    #: is derived from its entries' (`Target.digest`).
+    message_id: str = field(kw_only=True)
 
-    @property
-    def message_id(self) -> str:
-        """Stable across retries of the same message, so a receiver can drop duplicates.
-
-        A realtime message is its delivery; a digest message is its batch and the exact set of
-        entries in it (a retry renders the same entries, so it keeps its id).
-        """
-        if self.batch_id is None:
-            return f"msg_d{self.delivery_ids[0]}"
-        digest = hashlib.sha256(",".join(map(str, self.delivery_ids)).encode()).hexdigest()
-        return f"msg_b{self.batch_id}_{digest[:12]}"
+    @classmethod
+    def digest(cls, batch_id: int, entries: Sequence[tuple[int, str]]) -> Target:
+        """A digest part: its entries as (delivery id, stored message id), oldest first. A
+        retry of the same entries keeps the id; another cut of them gets another."""
+        return cls(
+            tuple(delivery_id for delivery_id, _ in entries),
+            batch_id,
+            message_id=for_digest([key for _, key in entries]),
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -160,7 +160,7 @@ async def _send_claim(ctx: JobContext, claim: Claim, lease_ends: float, queued: 
 async def _send_one(
     ctx: JobContext, adapter: Adapter, channel: Channel, item: ClaimedDelivery
 ) -> SendResult:
-    target = Target((item.delivery.id,))
+    target = Target((item.delivery.id,), message_id=item.delivery.message_id)
     try:
         message = sending.render_single(adapter, channel, target, item.event)
     except Exception as error:

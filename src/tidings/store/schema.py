@@ -31,6 +31,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.sql.elements import ColumnElement
 
+from tidings.core.message_id import MAX_CHARS as MAX_MESSAGE_ID_CHARS
 from tidings.core.states import CLAIMABLE
 
 NAMING = {
@@ -150,6 +151,10 @@ deliveries = Table(
     Column("sent_at", UTCDateTime),
     # Leases that ended without an outcome; not attempts (see migration 0006).
     Column("lost_leases", Integer, nullable=False, server_default=text("0")),
+    # The id receivers see (N1, migration 0009): random per delivery, so two databases (or
+    # one restored from a backup) never send the same id; kept across retries. Last column:
+    # PostgreSQL's bulk insert reads rows typed by the table in this order.
+    Column("message_id", String(MAX_MESSAGE_ID_CHARS), nullable=False),
     UniqueConstraint("event_id", "channel_id"),
     # The claim's access path: due rows of one channel, only among the live ones, in the
     # claim's order (next_attempt_at, id), so a claim stops after the rows it takes.
