@@ -17,6 +17,7 @@ from tidings.cli.app import (
     JsonFlag,
     app,
     console,
+    fail,
     json_object,
     print_json,
     with_runtime,
@@ -28,32 +29,63 @@ channel_app = typer.Typer(
     help="Channels: add, list, test, enable, disable, kinds.", no_args_is_help=True
 )
 app.add_typer(channel_app, name="channel")
-ChannelRef = Annotated[str, typer.Argument(help="Channel id or name")]
+ChannelRef = Annotated[str, typer.Argument(help="Channel id or name", show_default=False)]
 
 
 @channel_app.command("add")
 def channel_add(
-    name: Annotated[str, typer.Option("--name")],
+    name: Annotated[str, typer.Option("--name", help="A unique name")],
     kind: Annotated[str, typer.Option("--kind", help="See `tidings channel kinds`")],
+    adapter_config: Annotated[
+        str | None,
+        typer.Option(
+            "--adapter-config",
+            metavar="JSON",
+            help="The kind's own settings as a JSON object, e.g. "
+            '\'{"url": "https://…"}\' (see `tidings channel kinds`) \\[default: {}]',
+        ),
+    ] = None,
     config_json: Annotated[
-        str | None, typer.Option("--config-json", help='Adapter settings, e.g. \'{"url": "…"}\'')
+        str | None, typer.Option("--config-json", hidden=True, help="Old name of --adapter-config")
     ] = None,
     mode: Annotated[str, typer.Option(help="realtime or digest")] = "realtime",
-    digest_period_s: Annotated[float | None, typer.Option("--digest-period-s")] = None,
-    filter_json: Annotated[str | None, typer.Option("--filter-json")] = None,
-    rate_per_min: Annotated[
-        float | None, typer.Option("--rate-per-min", help="[default: the kind's own]")
+    digest_period_s: Annotated[
+        float | None,
+        typer.Option(
+            "--digest-period-s", help="Seconds between digests (digest mode) \\[default: 3600]"
+        ),
     ] = None,
-    tenant: Annotated[str | None, typer.Option()] = None,
+    filter_json: Annotated[
+        str | None,
+        typer.Option(
+            "--filter-json",
+            metavar="JSON",
+            help='Which events, e.g. \'{"kinds": ["monitor.*"], "min_severity": "high"}\' '
+            "\\[default: every event]",
+        ),
+    ] = None,
+    rate_per_min: Annotated[
+        float | None,
+        typer.Option(
+            "--rate-per-min", help="Messages per minute, 0 unlimited \\[default: the kind's own]"
+        ),
+    ] = None,
+    tenant: Annotated[
+        str | None,
+        typer.Option(help="Receive only this tenant's events \\[default: every tenant's]"),
+    ] = None,
     db: DbOption = None,
     config: ConfigOption = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Add a channel (checked like every other path: kind, config, rate, timeout)."""
+    if adapter_config is not None and config_json is not None:
+        fail("give --adapter-config only (--config-json is its old name)")
+    settings_json = adapter_config if adapter_config is not None else config_json
     fields: dict[str, Any] = {
         "name": name,
         "kind": kind,
-        "config": json_object(config_json, "--config-json"),
+        "config": json_object(settings_json, "--adapter-config"),
         "mode": mode,
         "filter": json_object(filter_json, "--filter-json"),
     }

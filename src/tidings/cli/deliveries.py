@@ -42,13 +42,18 @@ SHOWN_FIELDS = (
 
 @deliveries_app.command("list")
 def deliveries_list(
-    channel_id: Annotated[int | None, typer.Option("--channel-id")] = None,
-    state: Annotated[
-        str | None, typer.Option(help="pending, sending, sent, failed, skipped")
+    channel_id: Annotated[
+        int | None, typer.Option("--channel-id", help="Only this channel's \\[default: all]")
     ] = None,
-    event_kind: Annotated[str | None, typer.Option("--event-kind")] = None,
-    page: Annotated[int, typer.Option()] = 1,
-    page_size: Annotated[int, typer.Option("--page-size")] = 50,
+    state: Annotated[
+        str | None,
+        typer.Option(help="Only pending, sending, sent, failed or skipped \\[default: all]"),
+    ] = None,
+    event_kind: Annotated[
+        str | None, typer.Option("--event-kind", help="Only events of this kind \\[default: all]")
+    ] = None,
+    page: Annotated[int, typer.Option(help="Page number, from 1")] = 1,
+    page_size: Annotated[int, typer.Option("--page-size", help="Rows per page, 1 to 200")] = 50,
     db: DbOption = None,
     config: ConfigOption = None,
     as_json: JsonFlag = False,
@@ -112,7 +117,13 @@ def deliveries_show(
 def deliveries_resend(
     delivery_id: Annotated[int, typer.Argument()],
     operator: Annotated[str, typer.Option(help="Who resends, for the audit row")] = "cli",
-    request_id: Annotated[str | None, typer.Option("--request-id")] = None,
+    request_id: Annotated[
+        str | None,
+        typer.Option(
+            "--request-id",
+            help="Resending with the same id requeues once \\[default: a new id]",
+        ),
+    ] = None,
     db: DbOption = None,
     config: ConfigOption = None,
 ) -> None:

@@ -13,15 +13,31 @@ from tidings.cli.app import ConfigOption, DbOption, app, fail, json_object, with
 
 @app.command()
 def publish(
-    kind: Annotated[str | None, typer.Option("--kind")] = None,
-    subject: Annotated[str | None, typer.Option("--subject")] = None,
-    severity: Annotated[str, typer.Option()] = "info",
-    title: Annotated[str, typer.Option()] = "",
-    body: Annotated[str, typer.Option()] = "",
-    idempotency_key: Annotated[str | None, typer.Option("--idempotency-key")] = None,
+    kind: Annotated[
+        str | None,
+        typer.Option("--kind", help="What happened, dotted, e.g. monitor.down \\[required]"),
+    ] = None,
+    subject: Annotated[
+        str | None,
+        typer.Option("--subject", help="What it is about, e.g. web-1 \\[required]"),
+    ] = None,
+    severity: Annotated[str, typer.Option(help="info, low, medium, high or critical")] = "info",
+    title: Annotated[str, typer.Option(help="One line for people")] = "",
+    body: Annotated[str, typer.Option(help="More text for people")] = "",
+    idempotency_key: Annotated[
+        str | None,
+        typer.Option(
+            "--idempotency-key",
+            help="Publishing the same key again stores nothing new \\[default: none]",
+        ),
+    ] = None,
     json_file: Annotated[
         Path | None,
-        typer.Option("--json", help="Read the event (all fields) from a JSON file; - for stdin"),
+        typer.Option(
+            "--json",
+            metavar="FILE",
+            help="Read the event (all fields) from a JSON file; - for stdin \\[default: none]",
+        ),
     ] = None,
     db: DbOption = None,
     config: ConfigOption = None,
