@@ -14,8 +14,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from tidings import views, worker_protocol
+from tidings import channel_file, channel_plan, views, worker_protocol
 from tidings.auth import Scope, new_token, token_hash
+from tidings.channel_plan import Action as Action  # `tidings apply` sees its plan through here
+from tidings.channel_plan import Plan as Plan
 from tidings.channel_rules import declared, secret_fields
 from tidings.channel_trial import preview_text, send_test
 from tidings.channels.netguard import Network
@@ -133,6 +135,24 @@ class Service:
 
     async def delete_channel(self, channel_id: int) -> None:
         await self.hub.channels.delete(channel_id)
+
+    async def plan_channels(
+        self, text: str, path: str, environ: Mapping[str, str], *, prune: bool
+    ) -> channel_plan.Plan:
+        """What applying the channels file `text` (read from `path`) would do; FileError
+        naming the line and field when a channel of it is refused. Changes nothing."""
+        declared = channel_file.parse(text, path, self.secret_fields, environ)
+        stored = await self.channels()
+        secrets = {kind: self.secret_fields(kind) for kind in self.kinds()}
+        return channel_plan.plan(declared, stored, self.hub.channels.rules, secrets, prune=prune)
+
+    async def apply_channels(self, plan: channel_plan.Plan) -> None:
+        await channel_plan.apply(self.hub, plan)
+
+    async def export_channels(self, *, with_secrets: bool) -> str:
+        """The stored channels as a channels file; secrets masked unless `with_secrets`."""
+        masked = (lambda _kind: ()) if with_secrets else self.secret_fields
+        return channel_file.render(await self.channels(), masked)
 
     async def channel_health(self) -> dict[int, ChannelHealth]:
         return await self.hub.store.channel_health()

@@ -30,6 +30,8 @@ COMMANDS = [
     ["channel", "disable"],
     ["channel", "kinds"],
     ["publish"],
+    ["apply"],
+    ["export"],
     ["deliveries"],
     ["deliveries", "list"],
     ["deliveries", "show"],

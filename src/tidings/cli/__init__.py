@@ -3,7 +3,17 @@
 Each module registers its commands on `app`; importing them here makes the command complete.
 """
 
-from tidings.cli import channels, deliveries, publish, serve, tokens, worker
+from tidings.cli import apply, channels, deliveries, publish, serve, tokens, worker
 from tidings.cli.app import app, main
 
-__all__ = ["app", "channels", "deliveries", "main", "publish", "serve", "tokens", "worker"]
+__all__ = [
+    "app",
+    "apply",
+    "channels",
+    "deliveries",
+    "main",
+    "publish",
+    "serve",
+    "tokens",
+    "worker",
+]

@@ -5,8 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from sqlalchemy.engine import Connection
+
 from tidings.core.model import Channel, ChannelSpec
 from tidings.store import channel_ops, tokens
+from tidings.store.clock import TxClock
 from tidings.store.runner import Runner
 
 
@@ -29,6 +32,25 @@ class AdminWrites(Runner):
         """C7: disable and skip its pending deliveries; returns how many were skipped."""
         _, skipped = await self._run(channel_ops.set_enabled, channel_id, False, reason)
         return skipped
+
+    async def apply_channels(
+        self,
+        creates: Sequence[ChannelSpec],
+        updates: Sequence[tuple[int, ChannelSpec]],
+        disables: Sequence[int],
+        reason: str,
+    ) -> None:
+        """Create, update and disable (C7) channels in one transaction: all or nothing."""
+
+        def op(conn: Connection, clock: TxClock) -> None:
+            for spec in creates:
+                channel_ops.create(conn, clock, spec)
+            for channel_id, changed in updates:
+                channel_ops.update_spec(conn, clock, channel_id, changed)
+            for channel_id in disables:
+                channel_ops.set_enabled(conn, clock, channel_id, False, reason)
+
+        await self._run(op)
 
     async def delete_channel(self, channel_id: int) -> None:
         await self._run(lambda conn, _clock: channel_ops.remove(conn, channel_id))
