@@ -20,7 +20,7 @@ from tidings.channel_plan import Action as Action  # `tidings apply` sees its pl
 from tidings.channel_plan import Plan as Plan
 from tidings.channel_rules import declared, secret_fields
 from tidings.channel_trial import preview_text, send_test
-from tidings.channels.netguard import Network
+from tidings.channels.netguard import Network, refusal
 from tidings.channels.registry import Registry
 from tidings.core import validate
 from tidings.core.errors import Conflict, NotFound, ValidationError
@@ -156,6 +156,20 @@ class Service:
 
     async def channel_health(self) -> dict[int, ChannelHealth]:
         return await self.hub.store.channel_health()
+
+    async def channel_warnings(self, channel: Channel) -> list[str]:
+        """What would make the channel's sends fail although it was saved: a destination the
+        address guard refuses (loopback, private, …) unless TIDINGS_ALLOWED_PRIVATE_NETWORKS
+        allows it. Said when a channel is saved, not only at its first send."""
+        if channel.kind not in self.registry:
+            return []
+        adapter = self.registry.get(channel.kind)
+        warnings = []
+        for name, host in adapter.destinations(channel.config):
+            why = await refusal(host, self.allowed_networks)
+            if why is not None:
+                warnings.append(f"config.{name}: sends will be refused: {why}")
+        return warnings
 
     def channel_json(self, channel: Channel) -> dict[str, Any]:
         """A channel as the API and the CLI show it: secrets redacted."""

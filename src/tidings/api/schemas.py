@@ -194,6 +194,14 @@ class ChannelOut(BaseModel):
     updated_at: str
 
 
+class ChannelSaved(ChannelOut):
+    """A channel as created or changed, and what would make its sends fail although it was
+    saved (a destination the address guard refuses unless TIDINGS_ALLOWED_PRIVATE_NETWORKS
+    allows it)."""
+
+    warnings: list[str]
+
+
 class ChannelList(BaseModel):
     items: list[ChannelOut]
 
@@ -227,6 +235,9 @@ class KindOut(BaseModel):
     default_rate_per_min: float = Field(description="`rate_per_min` of a new channel")
     limit: SizeLimitOut | None = Field(description="The most one message may measure")
     fields: list[ConfigFieldOut]
+    example: dict[str, Any] = Field(
+        description="A `config` that passes the kind's checks, with made-up values"
+    )
 
 
 class TestOut(BaseModel):

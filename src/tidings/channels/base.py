@@ -9,17 +9,19 @@ Imports tidings.channels (http, failure) and tidings.core.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
+from urllib.parse import urlsplit
 
 from tidings.channels.failure import outcome_for_exception, scrub_secrets, unexpected_failure
 from tidings.channels.http import HttpClient
 from tidings.core import kinds
-from tidings.core.kinds import KindSpec
+from tidings.core.kinds import FieldType, KindSpec
 from tidings.core.message_id import for_digest
 from tidings.core.model import Channel, Event
 from tidings.core.outcome import Outcome
@@ -128,6 +130,19 @@ class Adapter(ABC):
         """The kind's own rules on a config already of the declared shape (a key in a URL,
         a secret's format) and its normalisations; the default has none."""
         return config
+
+    def destinations(self, config: Mapping[str, Any]) -> list[tuple[str, str]]:
+        """(config field, host) of what a send connects to, as the address guard checks it:
+        by default the host of every URL field."""
+        found = []
+        for field_ in self.spec.fields:
+            value = config.get(field_.name)
+            if field_.type is FieldType.URL and isinstance(value, str):
+                with contextlib.suppress(ValueError):
+                    host = urlsplit(value).hostname
+                    if host:
+                        found.append((field_.name, host))
+        return found
 
     def size_limit(self, channel: Channel) -> int | None:
         """The limit for this channel, in the declared unit (some kinds let the config lower

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from typing import Annotated, Any
 
 import typer
@@ -20,6 +21,7 @@ from tidings.cli.app import (
     fail,
     json_object,
     print_json,
+    warn,
     with_runtime,
 )
 from tidings.core.kinds import KindSpec
@@ -92,16 +94,19 @@ def channel_add(
     extra = {"digest_period_s": digest_period_s, "rate_per_min": rate_per_min, "tenant": tenant}
     fields |= {k: v for k, v in extra.items() if v is not None}
 
-    async def work(rt: Runtime) -> dict[str, Any]:
-        return rt.service.channel_json(await rt.service.create_channel(fields))
+    async def work(rt: Runtime) -> tuple[dict[str, Any], list[str]]:
+        channel = await rt.service.create_channel(fields)
+        return rt.service.channel_json(channel), await rt.service.channel_warnings(channel)
 
-    shown = with_runtime(db, config, work)
+    shown, warnings = with_runtime(db, config, work)
     if as_json:
         print_json(shown)
     else:
         typer.echo(
             f"channel #{shown['id']} {shown['name']} ({shown['kind']}, {shown['mode']}) added"
         )
+    for warning in warnings:
+        warn(warning)
 
 
 @channel_app.command("list")
@@ -192,6 +197,17 @@ def channel_kinds(as_json: JsonFlag = False) -> None:
         table.add_row(*row)
     console.print(table)
     typer.echo("* required; (secret): write-only, read back masked. --json has each field's type.")
+    typer.echo("\nExamples (made-up values):")
+    for spec in specs:
+        typer.echo("  " + example_command(spec))
+
+
+def example_command(spec: KindSpec) -> str:
+    """A `tidings channel add` line for the kind, with its declared example config."""
+    line = f"tidings channel add --name my-{spec.kind} --kind {spec.kind}"
+    if spec.example:
+        line += f" --adapter-config {shlex.quote(json.dumps(dict(spec.example)))}"
+    return line
 
 
 def _limit(spec: KindSpec) -> str:

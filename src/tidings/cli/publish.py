@@ -8,7 +8,9 @@ from typing import Annotated, Any
 
 import typer
 
-from tidings.cli.app import ConfigOption, DbOption, app, fail, json_object, with_runtime
+from tidings.bootstrap import Runtime
+from tidings.cli.app import ConfigOption, DbOption, app, fail, json_object, warn, with_runtime
+from tidings.core.model import PublishResult
 
 
 @app.command()
@@ -54,9 +56,17 @@ def publish(
     fields.setdefault("body", body)
     if "kind" not in fields or "subject" not in fields:
         fail("--kind and --subject are required (or give them in --json)")
-    result = with_runtime(db, config, lambda rt: rt.service.publish(fields))
+
+    async def work(rt: Runtime) -> tuple[PublishResult, int]:
+        result = await rt.service.publish(fields)
+        checked = len(await rt.service.channels()) if not result.deliveries else 0
+        return result, checked
+
+    result, checked = with_runtime(db, config, work)
     verb = "published" if result.created else "already published (same idempotency key)"
     typer.echo(f"event #{result.event.id} {verb}; {len(result.deliveries)} deliveries")
+    if not result.deliveries:
+        warn(f"no channel matched: {checked} channels checked")
 
 
 def _read(path: Path) -> str:

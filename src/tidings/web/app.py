@@ -16,7 +16,7 @@ from starlette.types import ASGIApp
 
 from tidings.core.errors import TidingsError
 from tidings.service import Service
-from tidings.web import bulk, channels, dashboard, deliveries, inbox, login
+from tidings.web import bulk, channels, dashboard, deliveries, events, inbox, login
 from tidings.web.guard import Guard
 from tidings.web.pages import PREFIX, STATIC_DIR, redirect, render
 from tidings.web.session import LoginRequired, Sessions
@@ -33,6 +33,7 @@ def create_ui(service: Service, sessions: Sessions | None = None) -> ASGIApp:
         ui.include_router(router)
     ui.include_router(channels.router)
     ui.include_router(inbox.router)
+    ui.include_router(events.router)
     ui.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     _install_errors(ui)
     return Guard(ui)
