@@ -27,6 +27,7 @@ from tidings.core.errors import Conflict, NotFound, ValidationError
 from tidings.core.kinds import KindSpec
 from tidings.core.model import (
     Channel,
+    ChannelSpec,
     DeliveryDetail,
     DeliveryQuery,
     DeliveryView,
@@ -157,7 +158,7 @@ class Service:
     async def channel_health(self) -> dict[int, ChannelHealth]:
         return await self.hub.store.channel_health()
 
-    async def channel_warnings(self, channel: Channel) -> list[str]:
+    async def channel_warnings(self, channel: Channel | ChannelSpec) -> list[str]:
         """What would make the channel's sends fail although it was saved: a destination the
         address guard refuses (loopback, private, …) unless TIDINGS_ALLOWED_PRIVATE_NETWORKS
         allows it. Said when a channel is saved, not only at its first send."""

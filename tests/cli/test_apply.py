@@ -184,3 +184,13 @@ def test_export_masks_secrets_and_applies_back_as_a_no_op(tmp_path: Path, db_url
     }
     listed = json.loads(tidings_cli("channel", "list", "--json", "--db", fresh).stdout)
     assert SECRET not in json.dumps(listed)
+
+
+def test_a_refused_destination_is_explained_by_apply(tmp_path: Path, db_url: str) -> None:
+    local = FILE.replace("https://hooks.example.com/tidings", "http://127.0.0.1:9/hook")
+    code, _, err = apply(write(tmp_path, local), db_url, "--dry-run")
+    assert code == 0
+    assert err.strip().startswith(
+        "tidings: warning: channel 'hook': config.url: sends will be refused: 127.0.0.1 is a "
+        "loopback address"
+    )

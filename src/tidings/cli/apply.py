@@ -13,7 +13,7 @@ import typer
 from rich.table import Table
 
 from tidings.bootstrap import Runtime
-from tidings.cli.app import ConfigOption, DbOption, app, console, fail, with_runtime
+from tidings.cli.app import ConfigOption, DbOption, app, console, fail, warn, with_runtime
 from tidings.service import Action, Plan
 
 #: How a plan's actions are coloured in its table.
@@ -44,14 +44,22 @@ def apply_file(
     disable the rest. Secrets may be "${ENV_VAR}" or "@file". A bad file changes nothing."""
     text, path = _read(file)
 
-    async def work(rt: Runtime) -> Plan:
+    async def work(rt: Runtime) -> tuple[Plan, list[str]]:
         plan = await rt.service.plan_channels(text, path, os.environ, prune=prune)
         if not dry_run and plan.changes_anything:
             await rt.service.apply_channels(plan)
-        return plan
+        warnings = [
+            f"channel {step.name!r}: {warning}"
+            for step in plan.steps
+            if step.spec is not None
+            for warning in await rt.service.channel_warnings(step.spec)
+        ]
+        return plan, warnings
 
-    plan = with_runtime(db, config, work)
+    plan, warnings = with_runtime(db, config, work)
     show(plan)
+    for warning in warnings:
+        warn(warning)
     counts = ", ".join(f"{plan.count(a)} {a.value}" for a in Action)
     verb = "would apply" if dry_run else ("applied" if plan.changes_anything else "nothing to do")
     typer.echo(f"{verb}: {counts}")
