@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.metrics_core import Metric
 
-import tidings
+from tidings.core.version import VERSION
 from tidings.store import Store
 
 
@@ -68,7 +68,7 @@ class Metrics:
             ["version", "python"],
             registry=self.registry,
         )
-        build.labels(version=tidings.__version__, python=platform.python_version()).set(1)
+        build.labels(version=VERSION, python=platform.python_version()).set(1)
 
     def sent(self, kind: str, status: str, seconds: float, messages: int = 1) -> None:
         # Children by label values, looked up once: `.labels()` costs more than the count.

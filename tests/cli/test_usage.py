@@ -3,6 +3,9 @@ completion, help on every option with its default, and one-line usage errors."""
 
 from __future__ import annotations
 
+import tomllib
+from pathlib import Path
+
 import pytest
 import typer
 
@@ -30,6 +33,8 @@ def test_version() -> None:
     done = tidings_cli("--version")
     assert done.returncode == 0
     assert done.stdout.strip() == f"tidings {tidings.__version__}"
+    pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+    assert tomllib.loads(pyproject.read_text())["project"]["version"] == tidings.__version__
 
 
 def test_shell_completion_completes_commands() -> None:
