@@ -1,37 +1,49 @@
-# The two set-up commands: `make run` and `make test`. Each creates or reuses .venv.
+# The two set-up commands: `make run` and `make test`. Each creates or reuses .venv; `make run`
+# installs what running needs (the package), `make test` adds the test and lint tools.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+HASH := $(shell cksum < pyproject.toml | cut -d' ' -f1)
+RUN_STAMP := $(VENV)/.installed-run-$(HASH)
+DEV_STAMP := $(VENV)/.installed-dev-$(HASH)
 
 .PHONY: run test lint typecheck check clean bench bench-quick
 
-$(STAMP): pyproject.toml
+# What running needs: tidings and its dependencies, nothing else.
+$(RUN_STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e .
+	@rm -f $(VENV)/.installed-run-*
+	@touch $@
+
+# The tests, linters and benchmarks need the dev extra too; it includes what running needs.
+$(DEV_STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	@rm -f $(VENV)/.installed-*
-	@touch $@
+	@touch $@ $(RUN_STAMP)
 
-run: $(STAMP)
+run: $(RUN_STAMP)
 	$(BIN)/tidings serve
 
-test: $(STAMP)
+test: $(DEV_STAMP)
 	$(BIN)/python -m pytest
 
-bench: $(STAMP)
+bench: $(DEV_STAMP)
 	$(BIN)/python -m bench
 
-bench-quick: $(STAMP)
+bench-quick: $(DEV_STAMP)
 	$(BIN)/python -m bench --quick
 
 # ruff, then the layer contracts of pyproject.toml's [tool.importlinter] (STYLE.md's layers).
-lint: $(STAMP)
+lint: $(DEV_STAMP)
 	$(BIN)/ruff check src tests
 	$(BIN)/ruff format --check src tests
 	$(BIN)/lint-imports
 
-typecheck: $(STAMP)
+typecheck: $(DEV_STAMP)
 	$(BIN)/mypy
 
 check: lint typecheck test

@@ -27,6 +27,7 @@ from tidings.core.model import (
     Severity,
 )
 from tidings.core.states import AttemptStatus, Failure, Mode, SkipReason, State
+from tidings.core.version import VERSION
 from tidings.heap import settle as settle_heap
 from tidings.hub import Hub
 from tidings.sync import SyncHub
@@ -59,4 +60,4 @@ __all__ = [
     "ValidationError",
     "settle_heap",
 ]
-__version__ = "0.1.0"
+__version__ = VERSION

@@ -17,6 +17,7 @@ from tidings.channels.netguard import parse_networks
 from tidings.channels.registry import Registry
 from tidings.config import Settings
 from tidings.core.breaker import Policy
+from tidings.core.errors import SchemaError, StoreError
 from tidings.dispatch import Dispatcher, DispatcherConfig
 from tidings.hub import Hub
 from tidings.metrics import Metrics
@@ -76,11 +77,16 @@ def default_registry() -> Registry:
 
 
 @asynccontextmanager
-async def runtime(settings: Settings, *, migrate: bool = True) -> AsyncIterator[Runtime]:
+async def runtime(settings: Settings, *, migrate: bool = False) -> AsyncIterator[Runtime]:
+    """A runtime over the database `settings` name. Only `migrate` (serve, worker, db upgrade)
+    changes its schema; otherwise a database not at this tidings' schema is refused, untouched.
+    A database that cannot be used is named in the error (password masked) with the cause."""
     hub = Hub(settings.db, registry=default_registry(), lease_s=settings.lease_s)
     try:
         if migrate:
             await hub.migrate()
+        else:
+            await hub.store.check_schema()
         service = Service(
             hub,
             allowed_networks=parse_networks(settings.allowed_private_networks),
@@ -88,14 +94,18 @@ async def runtime(settings: Settings, *, migrate: bool = True) -> AsyncIterator[
             sessions=SessionPolicy(settings.session_idle_s, settings.session_lifetime_s),
         )
         yield Runtime(settings, hub, service)
+    except StoreError as error:
+        if isinstance(error, SchemaError) or error.cause is None:
+            raise
+        raise StoreError(f"database {hub.store.shown_url}: {error.cause}") from error
     finally:
         await hub.close()
 
 
-async def upgrade(settings: Settings) -> None:
-    """Apply the database migrations."""
-    async with runtime(settings, migrate=True):
-        pass
+async def upgrade(settings: Settings) -> str:
+    """Apply the database migrations; the database as messages name it."""
+    async with runtime(settings, migrate=True) as rt:
+        return rt.hub.store.shown_url
 
 
 def remote_worker(

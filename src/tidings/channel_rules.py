@@ -10,6 +10,7 @@ The adapters, the renderer and the dispatcher's lease rule load on the first che
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import fields as dataclass_fields
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -89,6 +90,26 @@ class ChannelRules:
             changes["config"] = restore_secrets(declared(adapter), config, current.config)
         return self._checked(adapter, validate.channel_update(current.spec(), **changes))
 
+    def desired(self, fields: Mapping[str, Any], current: Channel | None) -> ChannelSpec:
+        """What a declared channel (`ensure`, `tidings apply`) is to be: `current` (None: not
+        stored yet) made to match `fields`, every field not given at its default — except
+        `enabled`, which only changes when given. A secret given as its mask keeps the stored
+        value; one that cannot (a new channel, a field not stored) is refused."""
+        given = dict(fields)
+        if current is not None:
+            if given.get("kind", current.kind) != current.kind:
+                raise ValidationError(
+                    "kind", f"is {current.kind!r} for the stored channel and cannot change"
+                )
+            given.setdefault("enabled", current.enabled)
+        config = given.get("config")
+        if isinstance(config, Mapping) and isinstance(given.get("kind"), str):
+            adapter = self.registry.get(given["kind"])
+            stored = current.config if current is not None else {}
+            # A mask keeps the stored secret; one with nothing stored is refused (S3 too).
+            given["config"] = restore_secrets(declared(adapter), config, stored)
+        return self.new(given)
+
     def _checked(self, adapter: Adapter, spec: ChannelSpec) -> ChannelSpec:
         from tidings.render import default_renderer
 
@@ -108,3 +129,18 @@ class ChannelRules:
                 f"{timeout_s:g} s is too long for the running lease of {self.lease_s:g} s "
                 f"(the lease must be at least {LEASE_TIMEOUT_FACTOR} × timeout_s)",
             )
+
+
+def changed_fields(current: ChannelSpec, desired: ChannelSpec) -> list[str]:
+    """The fields `desired` changes, config and template keys one by one (`config.url`)."""
+    changed: list[str] = []
+    for field in dataclass_fields(ChannelSpec):
+        old, new = getattr(current, field.name), getattr(desired, field.name)
+        if old == new:
+            continue
+        if field.name in ("config", "templates"):
+            keys = sorted(set(old) | set(new))
+            changed += [f"{field.name}.{k}" for k in keys if old.get(k) != new.get(k)]
+        else:
+            changed.append(field.name)
+    return changed

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from tidings import tracing
 from tidings.channel_rules import DEFAULT_LEASE_S, ChannelRules
 from tidings.core import validate
-from tidings.core.errors import ValidationError
+from tidings.core.errors import NotFound, ValidationError
 from tidings.core.model import (
     Channel,
     DeliveryDetail,
@@ -65,6 +65,27 @@ class Channels:
         spec = self.rules.new(fields)
         await self._check_fallback(spec.fallback_channel_id, None)
         return await self._store.create_channel(spec)
+
+    async def ensure(self, **fields: Any) -> Channel:
+        """The channel named `name`, created or updated to match `fields` (the same fields
+        as `create`; those not given take their defaults, `enabled` stays as it is unless
+        given). Unchanged, nothing is written: a program may call this on every start."""
+        current = await self.find(fields.get("name"))
+        spec = self.rules.desired(fields, current)
+        if current is None:
+            return await self._store.create_channel(spec)
+        if spec == current.spec():
+            return current
+        return await self._store.update_channel(current.id, spec)
+
+    async def find(self, name: object) -> Channel | None:
+        """The channel of that name; None when there is none."""
+        if not isinstance(name, str):
+            raise ValidationError("name", "is required")
+        try:
+            return await self._store.get_channel_by_name(name)
+        except NotFound:
+            return None
 
     async def get(self, channel_id: int) -> Channel:
         return await self._store.get_channel(channel_id)

@@ -2,16 +2,22 @@
 
 Counters and the latency histogram are fed by the dispatcher in this process; the gauges of
 deliveries by state and of the oldest pending age are read from the database at each scrape,
-so they are true for the whole cluster.
+so they are true for the whole cluster. Prometheus' conventions hold: counters end in
+`_total`, no `_created` series, every channel has an oldest-pending sample (0 when nothing is
+pending, so an alert on it never sees a gap), and `tidings_build_info` names the version.
 """
 
 from __future__ import annotations
 
+import platform
+from collections.abc import Iterator
 from datetime import UTC, datetime
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.metrics_core import Metric
 
 from tidings.core.breaker import HEALTHY, BreakerState
+from tidings.core.version import VERSION
 from tidings.store import Store
 
 _BREAKER_LEVEL = {BreakerState.CLOSED: 0, BreakerState.HALF_OPEN: 1, BreakerState.OPEN: 2}
@@ -22,7 +28,7 @@ class Metrics:
         self._store = store
         self.registry = CollectorRegistry(auto_describe=True)
         self.attempts = Counter(
-            "tidings_attempts",
+            "tidings_attempts_total",
             "Send attempts by outcome",
             ["kind", "status"],
             registry=self.registry,
@@ -37,13 +43,13 @@ class Metrics:
         self._attempts: dict[tuple[str, str], Counter] = {}
         self._send_seconds: dict[str, Histogram] = {}
         self.claims = Counter(
-            "tidings_claimed_deliveries",
+            "tidings_claimed_deliveries_total",
             "Deliveries leased by claims",
             ["mode"],
             registry=self.registry,
         )
         self.fenced_writes = Counter(
-            "tidings_fenced_writes",
+            "tidings_fenced_writes_total",
             "Stale writes refused by lease fencing (this process)",
             registry=self.registry,
         )
@@ -55,10 +61,17 @@ class Metrics:
         )
         self.oldest_pending = Gauge(
             "tidings_oldest_pending_age_seconds",
-            "Age of the oldest pending delivery",
+            "Age of the oldest pending delivery, by channel (0: none pending)",
             ["channel"],
             registry=self.registry,
         )
+        build = Gauge(
+            "tidings_build_info",
+            "The running tidings: its version and Python's (always 1)",
+            ["version", "python"],
+            registry=self.registry,
+        )
+        build.labels(version=VERSION, python=platform.python_version()).set(1)
 
         self.purged_rows = Counter(
             "tidings_purged_rows",
@@ -110,10 +123,13 @@ class Metrics:
             self.deliveries.labels(channel=channel, state=state).set(count)
         self.oldest_pending.clear()
         now = datetime.now(UTC)
-        for channel, oldest in await self._store.oldest_pending():
-            self.oldest_pending.labels(channel=channel).set((now - oldest).total_seconds())
+        oldest = dict(await self._store.oldest_pending())
+        for stored in await self._store.list_channels():
+            since = oldest.get(stored.name)
+            age = 0.0 if since is None else max(0.0, (now - since).total_seconds())
+            self.oldest_pending.labels(channel=stored.name).set(age)
         await self._breakers()
-        return generate_latest(self.registry)
+        return generate_latest(_WithoutCreated(self.registry))
 
     async def _breakers(self) -> None:
         health = await self._store.breakers()
@@ -123,3 +139,16 @@ class Metrics:
             found = health.get(channel.id, HEALTHY)
             self.breaker.labels(channel=channel.name).set(_BREAKER_LEVEL[found.state])
             self.consecutive_failures.labels(channel=channel.name).set(found.consecutive_failures)
+
+
+class _WithoutCreated:
+    """The registry's metrics without the `_created` samples prometheus_client adds to
+    counters and histograms (a timestamp series per label set that nobody queries)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self._registry = registry
+
+    def collect(self) -> Iterator[Metric]:
+        for family in self._registry.collect():
+            family.samples = [s for s in family.samples if not s.name.endswith("_created")]
+            yield family

@@ -15,12 +15,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from tidings import secret_rotation, views, worker_protocol
+from tidings import channel_file, channel_plan, secret_rotation, views, worker_protocol
 from tidings.access import Access, SessionPolicy, narrowed
 from tidings.auth import Scope
+from tidings.channel_plan import Action as Action  # `tidings apply` sees its plan through here
+from tidings.channel_plan import Plan as Plan
 from tidings.channel_rules import declared, secret_fields
 from tidings.channel_trial import preview_text, send_test
-from tidings.channels.netguard import Network
+from tidings.channels.netguard import Network, refusal
 from tidings.channels.registry import Registry
 from tidings.core import validate
 from tidings.core.breaker import HEALTHY
@@ -28,6 +30,7 @@ from tidings.core.errors import NotFound, ValidationError
 from tidings.core.kinds import KindSpec
 from tidings.core.model import (
     Channel,
+    ChannelSpec,
     DeliveryDetail,
     DeliveryQuery,
     DeliveryView,
@@ -161,6 +164,24 @@ class Service:
     async def delete_channel(self, channel_id: int) -> None:
         await self.hub.channels.delete(channel_id)
 
+    async def plan_channels(
+        self, text: str, path: str, environ: Mapping[str, str], *, prune: bool
+    ) -> channel_plan.Plan:
+        """What applying the channels file `text` (read from `path`) would do; FileError
+        naming the line and field when a channel of it is refused. Changes nothing."""
+        declared = channel_file.parse(text, path, self.secret_fields, environ)
+        stored = await self.channels()
+        secrets = {kind: self.secret_fields(kind) for kind in self.kinds()}
+        return channel_plan.plan(declared, stored, self.hub.channels.rules, secrets, prune=prune)
+
+    async def apply_channels(self, plan: channel_plan.Plan) -> None:
+        await channel_plan.apply(self.hub, plan)
+
+    async def export_channels(self, *, with_secrets: bool) -> str:
+        """The stored channels as a channels file; secrets masked unless `with_secrets`."""
+        masked = (lambda _kind: ()) if with_secrets else self.secret_fields
+        return channel_file.render(await self.channels(), masked)
+
     async def channel_health(self) -> dict[int, ChannelHealth]:
         return await self.hub.store.channel_health()
 
@@ -172,6 +193,20 @@ class Service:
     async def breaker(self, channel_id: int) -> dict[str, Any]:
         channel = await self.channel(channel_id)
         return views.breaker(channel, (await self.hub.store.breakers()).get(channel_id, HEALTHY))
+
+    async def channel_warnings(self, channel: Channel | ChannelSpec) -> list[str]:
+        """What would make the channel's sends fail although it was saved: a destination the
+        address guard refuses (loopback, private, …) unless TIDINGS_ALLOWED_PRIVATE_NETWORKS
+        allows it. Said when a channel is saved, not only at its first send."""
+        if channel.kind not in self.registry:
+            return []
+        adapter = self.registry.get(channel.kind)
+        warnings = []
+        for name, host in adapter.destinations(channel.config):
+            why = await refusal(host, self.allowed_networks)
+            if why is not None:
+                warnings.append(f"config.{name}: sends will be refused: {why}")
+        return warnings
 
     def channel_json(self, channel: Channel) -> dict[str, Any]:
         """A channel as the API, the CLI and exports show it: secrets masked (S2)."""
@@ -276,7 +311,7 @@ class Service:
             adapter = self.registry.get(channel.kind)
         except (NotFound, ValidationError) as error:
             return f"(this message cannot be rendered now: {error})"
-        return preview_text(adapter, channel, view.delivery.id, event)
+        return preview_text(adapter, channel, view.delivery, event)
 
     async def inbox(self, channel_id: int | None, limit: int) -> list[InboxMessage]:
         return await self.hub.store.inbox_recent(channel_id, limit)

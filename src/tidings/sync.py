@@ -59,6 +59,9 @@ class SyncChannels:
     def create(self, **fields: Any) -> Channel:
         return self._loop.call(self._hub.channels.create(**fields))
 
+    def ensure(self, **fields: Any) -> Channel:
+        return self._loop.call(self._hub.channels.ensure(**fields))
+
     def get(self, channel_id: int) -> Channel:
         return self._loop.call(self._hub.channels.get(channel_id))
 

@@ -49,6 +49,7 @@ def delivery(d: Delivery) -> dict[str, Any]:
         "failure": d.failure.value if d.failure else None,
         "skip_reason": d.skip_reason.value if d.skip_reason else None,
         "batch_id": d.batch_id,
+        "message_id": d.message_id,
         "created_at": ts(d.created_at),
         "sent_at": ts(d.sent_at),
         "lost_leases": d.lost_leases,

@@ -128,3 +128,20 @@ async def test_template_overrides_are_validated_when_saved(api: Api) -> None:
     assert created.status_code == 201, created.text
     assert created.json()["templates"] == {"event": "ALERT {{ event.title }}"}
     assert await count(api.service.hub, "channels") == 1
+
+
+async def test_a_refused_destination_is_explained_when_saved(api: Api) -> None:
+    body = {"name": "local", "kind": "webhook", "config": {"url": "http://127.0.0.1:9/hook"}}
+    created = await api.client.post("/v1/channels", json=body, headers=api.admin)
+    assert created.status_code == 201, created.text
+    (warning,) = created.json()["warnings"]
+    assert warning.startswith("config.url: sends will be refused: 127.0.0.1 is a loopback address")
+    assert "TIDINGS_ALLOWED_PRIVATE_NETWORKS (e.g. 127.0.0.1/32)" in warning
+    moved = await api.client.patch(
+        f"/v1/channels/{created.json()['id']}",
+        json={"config": {"url": "https://93.184.215.14/hook"}},
+        headers=api.admin,
+    )
+    assert moved.json()["warnings"] == []
+    read = await api.client.get(f"/v1/channels/{created.json()['id']}", headers=api.read)
+    assert "warnings" not in read.json()

@@ -95,7 +95,7 @@ async def send_one(
     *,
     allowed: Sequence[Network] = LOOPBACK,
 ) -> Outcome:
-    message = message or adapter.render(ch, Target((1,)), [event()])
+    message = message or adapter.render(ch, Target((1,), message_id="msg_t1"), [event()])
     async with HttpClient(allowed_networks=allowed) as http:
         ctx = SendContext(http=http, store=_NoStore(), attempt_at=datetime.now(UTC))
         return await adapter.send(ctx, ch, message)
@@ -137,7 +137,8 @@ def assert_within_limit(adapter: Adapter, ch: Channel, events: Sequence[Event]) 
     from tidings.dispatch.sending import plan_digest
 
     ids = [e.id for e in events]
-    messages = plan_digest(adapter, ch, ids[0], ids, events)
+    entries = [(i, f"msg_e{i}") for i in ids]
+    messages = plan_digest(adapter, ch, ids[0], entries, events)
     limit = adapter.size_limit(ch)
     assert limit is not None
     assert all(m.size <= limit for m in messages), [m.size for m in messages]

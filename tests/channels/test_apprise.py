@@ -178,7 +178,9 @@ def test_limit_follows_the_strictest_service() -> None:
     messages = assert_within_limit(ADAPTER, telegram, events)
     assert len(messages) > 1
     long_title = event(title="T" * 5000, body="b" * 10_000)
-    single = ADAPTER.render(telegram, Target((1,)), [long_title], shorten_to=4096)
+    single = ADAPTER.render(
+        telegram, Target((1,), message_id="msg_t1"), [long_title], shorten_to=4096
+    )
     assert single.size <= 4096
     assert len(single.title) <= 250
 

@@ -298,9 +298,9 @@ async def test_a_message_at_the_limit_goes_and_none_exceeds_it(row: Row, emulato
     line = '数据库磁盘已满 "q" \\ *x* _y_\n'  # multi-byte, JSON-escaped and markup characters
     # As long as an event may be (65,536 characters of body), or ten times the limit.
     huge = event(1, title="db1 disk full", body=line * min(limit // 10 + 1, 65536 // len(line)))
-    message = render_single(adapter, ch, Target((1,)), huge)
+    message = render_single(adapter, ch, Target((1,), message_id="msg_t1"), huge)
     assert message.size <= limit
-    if adapter.render(ch, Target((1,)), [huge]).size > limit:
+    if adapter.render(ch, Target((1,), message_id="msg_t1"), [huge]).size > limit:
         assert message.size >= limit // 4, "shortened to the limit, not far below it"
     assert isinstance(await send_one(adapter, ch, message), Delivered)
     (sent,) = row.sent_sizes(emulator)
@@ -375,7 +375,7 @@ def _now() -> datetime:
 
 
 def _message(adapter: Adapter, ch: Channel) -> Any:
-    return adapter.render(ch, Target((1,)), [event(1)])
+    return adapter.render(ch, Target((1,), message_id="msg_t1"), [event(1)])
 
 
 class _NoStore:

@@ -144,7 +144,9 @@ async def test_unknown_token_disables_the_channel(emulator: DingtalkEmulator) ->
 
 async def test_payload_is_accepted_markdown(emulator: DingtalkEmulator) -> None:
     ch = dingtalk_channel(emulator)
-    message = ADAPTER.render(ch, Target((1,)), [event(1, title="磁盘告警 db1", body=CJK)])
+    message = ADAPTER.render(
+        ch, Target((1,), message_id="msg_t1"), [event(1, title="磁盘告警 db1", body=CJK)]
+    )
     assert isinstance(await send_one(ADAPTER, ch, message), Delivered)
     (received,) = emulator.requests()
     assert received.body == message.payload
@@ -204,10 +206,14 @@ async def test_signing_failures(emulator: DingtalkEmulator) -> None:
 
 async def test_keywords_and_ip_whitelist(emulator: DingtalkEmulator) -> None:
     ch = dingtalk_channel(emulator, GUARDED)
-    plain = await send_one(ADAPTER, ch, ADAPTER.render(ch, Target((1,)), [event(1)]))
+    plain = await send_one(
+        ADAPTER, ch, ADAPTER.render(ch, Target((1,), message_id="msg_t1"), [event(1)])
+    )
     assert isinstance(plain, Reject)
     assert (plain.reason, plain.error) == (Reason.AUTH, "errcode 310000: keywords not in content")
-    tagged = ADAPTER.render(ch, Target((1,)), [event(1, title="告警: db1 down")])
+    tagged = ADAPTER.render(
+        ch, Target((1,), message_id="msg_t1"), [event(1, title="告警: db1 down")]
+    )
     assert isinstance(await send_one(ADAPTER, ch, tagged), Delivered)
     emulator.robots[GUARDED] = Robot(ip_allowed=False)
     fenced = await send_one(ADAPTER, ch)
@@ -218,7 +224,9 @@ async def test_keywords_and_ip_whitelist(emulator: DingtalkEmulator) -> None:
 async def test_missing_title_is_a_client_error(emulator: DingtalkEmulator) -> None:
     ch = dingtalk_channel(emulator)
     payload = json.dumps({"msgtype": "markdown", "markdown": {"text": "x"}}).encode()
-    outcome = await send_one(ADAPTER, ch, Message(Target((1,)), payload, len(payload)))
+    outcome = await send_one(
+        ADAPTER, ch, Message(Target((1,), message_id="msg_t1"), payload, len(payload))
+    )
     assert isinstance(outcome, Reject)
     assert outcome.reason is Reason.CLIENT_ERROR
     assert "title 缺失" in outcome.error
@@ -226,7 +234,7 @@ async def test_missing_title_is_a_client_error(emulator: DingtalkEmulator) -> No
 
 async def test_over_long_body_is_what_the_robot_rejects(emulator: DingtalkEmulator) -> None:
     ch = dingtalk_channel(emulator)
-    message = ADAPTER.render(ch, Target((1,)), [event(1, body=CJK * 600)])
+    message = ADAPTER.render(ch, Target((1,), message_id="msg_t1"), [event(1, body=CJK * 600)])
     assert message.size > 20_000
     outcome = await send_one(ADAPTER, ch, message)
     assert isinstance(outcome, Reject)
@@ -237,7 +245,9 @@ async def test_a_long_event_is_shortened_and_accepted(emulator: DingtalkEmulator
     ch = dingtalk_channel(emulator, SIGNED, SECRET)
     # Quotes, backslashes and newlines grow when JSON-escaped: the body is what is measured.
     body = (CJK + ' "quoted" \\ back\nslash ') * 900
-    message = render_single(ADAPTER, ch, Target((1,)), event(1, title="T" * 500, body=body))
+    message = render_single(
+        ADAPTER, ch, Target((1,), message_id="msg_t1"), event(1, title="T" * 500, body=body)
+    )
     assert 19_900 < message.size <= 20_000
     assert message.text.endswith("…")
     assert len(message.title) == 128

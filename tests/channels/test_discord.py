@@ -171,7 +171,7 @@ async def test_every_documented_answer(emulator: DiscordEmulator) -> None:
 
 async def test_invalid_form_body_names_the_field(emulator: DiscordEmulator) -> None:
     ch = discord_channel(emulator)
-    message = ADAPTER.render(ch, Target((1,)), [event(1, body="x" * 2100)])
+    message = ADAPTER.render(ch, Target((1,), message_id="msg_t1"), [event(1, body="x" * 2100)])
     assert message.size > 2000  # unshortened: what the limit protects against
     outcome = await send_one(ADAPTER, ch, message)
     assert isinstance(outcome, Reject)
@@ -220,7 +220,7 @@ async def test_wait_is_always_true_and_the_query_is_kept(emulator: DiscordEmulat
 async def test_payload_never_pings(emulator: DiscordEmulator) -> None:
     ch = discord_channel(emulator)
     loud = event(1, title="@everyone db1 is down @here", body="<@123> *x*")
-    message = ADAPTER.render(ch, Target((1,)), [loud])
+    message = ADAPTER.render(ch, Target((1,), message_id="msg_t1"), [loud])
     assert isinstance(await send_one(ADAPTER, ch, message), Delivered)
     (received,) = emulator.requests()
     assert received.headers["content-type"].startswith("application/json")
@@ -237,7 +237,7 @@ async def test_payload_never_pings(emulator: DiscordEmulator) -> None:
 async def test_a_long_event_is_shortened_and_accepted(emulator: DiscordEmulator) -> None:
     ch = discord_channel(emulator)
     big = event(1, title="disk *full*", body="ligne ~~x~~ | " * 400)
-    message = render_single(ADAPTER, ch, Target((1,)), big)
+    message = render_single(ADAPTER, ch, Target((1,), message_id="msg_t1"), big)
     assert 1900 < message.size <= 2000
     assert message.text.endswith("…")
     assert "disk \\*full\\*" in message.text.splitlines()[0]  # the title survives the cut

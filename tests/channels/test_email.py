@@ -193,7 +193,7 @@ async def test_each_security_mode_delivers_a_proper_message(
     with SmtpEmulator(security=security, credentials=credentials, certificates=certs) as emu:
         ch = mail_channel(emu)
         nasty = event(title="db1 <down> & out", body="disk <b>95%</b>\nline 2")
-        message = ADAPTER.render(ch, Target((1,)), [nasty])
+        message = ADAPTER.render(ch, Target((1,), message_id="msg_t1"), [nasty])
         assert isinstance(await send_one(ADAPTER, ch, message), Delivered)
         (mail,) = emu.received()
     assert mail.tls is (security != "none")
@@ -234,15 +234,16 @@ async def test_unreadable_ca_file_is_a_configuration_error(smtp: SmtpEmulator) -
 async def test_message_id_is_stable_and_digest_subject_counts(smtp: SmtpEmulator) -> None:
     ch = mail_channel(smtp)
     events = [event(1), event(2), event(3)]
-    first = ADAPTER.render(ch, Target((1, 2, 3), 1), events, part=1, parts=2)
-    again = ADAPTER.render(ch, Target((1, 2, 3), 1), events, part=1, parts=2)
+    entries = [(1, "msg_a"), (2, "msg_b"), (3, "msg_c")]
+    first = ADAPTER.render(ch, Target.digest(1, entries), events, part=1, parts=2)
+    again = ADAPTER.render(ch, Target.digest(1, entries), events, part=1, parts=2)
     assert first.payload == again.payload
     assert first.title == "3 events (1/2)"
     assert isinstance(await send_one(ADAPTER, ch, first), Delivered)
     assert isinstance(await send_one(ADAPTER, ch, again), Delivered)
     ids = [m.message["Message-ID"] for m in smtp.received()]
     assert ids[0] == ids[1]
-    assert ids[0].startswith("<msg_b1_")
+    assert ids[0].startswith(f"<{Target.digest(1, entries).message_id}.")
 
 
 # --- outbound safety, connection failures ----------------------------------------------------
@@ -307,7 +308,9 @@ async def test_big_digest_is_cut_into_messages_under_1_mb(smtp: SmtpEmulator) ->
 
 async def test_huge_single_event_is_shortened_keeping_the_title(smtp: SmtpEmulator) -> None:
     ch = mail_channel(smtp)
-    message = render_single(ADAPTER, ch, Target((1,)), event(body="😀" * 150_000))
+    message = render_single(
+        ADAPTER, ch, Target((1,), message_id="msg_t1"), event(body="😀" * 150_000)
+    )
     assert message.size <= 1_048_576
     assert message.text.startswith("SQL injection in /login #1")
     assert message.text.endswith("…")

@@ -128,7 +128,9 @@ async def test_every_documented_code(emulator: FeishuEmulator) -> None:
 
 async def test_payload_is_an_accepted_markdown_card(emulator: FeishuEmulator) -> None:
     ch = feishu_channel(emulator)
-    message = ADAPTER.render(ch, Target((1,)), [event(1, title="磁盘告警 ~db1~", body=CJK)])
+    message = ADAPTER.render(
+        ch, Target((1,), message_id="msg_t1"), [event(1, title="磁盘告警 ~db1~", body=CJK)]
+    )
     assert isinstance(await send_one(ADAPTER, ch, message), Delivered)
     (received,) = emulator.requests()
     assert received.body == message.payload
@@ -147,7 +149,7 @@ async def test_payload_is_an_accepted_markdown_card(emulator: FeishuEmulator) ->
 
 async def test_a_signed_bot_verifies_the_signature(emulator: FeishuEmulator) -> None:
     ch = feishu_channel(emulator, SIGNED, SECRET)
-    message = ADAPTER.render(ch, Target((1,)), [event(1)])
+    message = ADAPTER.render(ch, Target((1,), message_id="msg_t1"), [event(1)])
     for _ in range(2):  # each attempt signs afresh
         assert isinstance(await send_one(ADAPTER, ch, message), Delivered)
     for received in emulator.requests():
@@ -178,7 +180,9 @@ async def test_keywords_and_ip_whitelist(emulator: FeishuEmulator) -> None:
     plain = await send_one(ADAPTER, ch)
     assert isinstance(plain, Reject)
     assert (plain.reason, plain.error) == (Reason.AUTH, "code 19024: Key Words Not Found")
-    tagged = ADAPTER.render(ch, Target((1,)), [event(1, title="告警: db1 down")])
+    tagged = ADAPTER.render(
+        ch, Target((1,), message_id="msg_t1"), [event(1, title="告警: db1 down")]
+    )
     assert isinstance(await send_one(ADAPTER, ch, tagged), Delivered)
     emulator.bots[GUARDED] = Bot(ip_allowed=False)
     fenced = await send_one(ADAPTER, ch)
@@ -199,7 +203,7 @@ async def test_over_long_body_is_what_the_bot_rejects(status: int) -> None:
     with FeishuEmulator({TOKEN: Bot()}, status_9499=status) as emulator:
         assert isinstance(emulator, FeishuEmulator)
         ch = feishu_channel(emulator)
-        message = ADAPTER.render(ch, Target((1,)), [event(1, body=CJK * 600)])
+        message = ADAPTER.render(ch, Target((1,), message_id="msg_t1"), [event(1, body=CJK * 600)])
         assert message.size > 20_000
         outcome = await send_one(ADAPTER, ch, message)
     assert isinstance(outcome, Reject)
@@ -210,7 +214,9 @@ async def test_over_long_body_is_what_the_bot_rejects(status: int) -> None:
 async def test_a_long_event_is_shortened_and_accepted(emulator: FeishuEmulator) -> None:
     ch = feishu_channel(emulator, SIGNED, SECRET)
     body = (CJK + ' "quoted" \\ back\nslash ') * 900
-    message = render_single(ADAPTER, ch, Target((1,)), event(1, title="T" * 500, body=body))
+    message = render_single(
+        ADAPTER, ch, Target((1,), message_id="msg_t1"), event(1, title="T" * 500, body=body)
+    )
     assert 19_900 < message.size <= 20_000
     assert message.text.endswith("…")
     assert len(message.title) == 128

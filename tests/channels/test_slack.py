@@ -162,7 +162,9 @@ async def test_a_removed_or_archived_webhook_disables_the_channel(
 
 async def test_payload_is_one_mrkdwn_section_with_a_fallback(emulator: SlackEmulator) -> None:
     ch = slack_channel(emulator)
-    message = ADAPTER.render(ch, Target((1,)), [event(1, title="db1 <down> & *out*")])
+    message = ADAPTER.render(
+        ch, Target((1,), message_id="msg_t1"), [event(1, title="db1 <down> & *out*")]
+    )
     assert isinstance(await send_one(ADAPTER, ch, message), Delivered)
     (received,) = emulator.requests()
     assert received.headers["content-type"].startswith("application/json")
@@ -179,7 +181,7 @@ async def test_payload_is_one_mrkdwn_section_with_a_fallback(emulator: SlackEmul
 async def test_over_length_section_is_what_slack_rejects(emulator: SlackEmulator) -> None:
     """Without shortening, `invalid_blocks` is what the limit protects against."""
     ch = slack_channel(emulator)
-    message = ADAPTER.render(ch, Target((1,)), [event(1, body="x" * 3200)])
+    message = ADAPTER.render(ch, Target((1,), message_id="msg_t1"), [event(1, body="x" * 3200)])
     assert message.size > 3000
     outcome = await send_one(ADAPTER, ch, message)
     assert isinstance(outcome, Reject)
@@ -189,7 +191,7 @@ async def test_over_length_section_is_what_slack_rejects(emulator: SlackEmulator
 async def test_a_long_event_is_shortened_and_accepted(emulator: SlackEmulator) -> None:
     ch = slack_channel(emulator)
     big = event(1, title="disk <full>", body="línea & <tag> " * 800)
-    message = render_single(ADAPTER, ch, Target((1,)), big)
+    message = render_single(ADAPTER, ch, Target((1,), message_id="msg_t1"), big)
     assert 2900 < message.size <= 3000
     assert message.text.endswith("…")
     assert "disk &lt;full&gt;" in message.text.splitlines()[0]  # the title survives the cut

@@ -202,7 +202,9 @@ async def test_accepted_is_all_the_caller_learns(emulator: TeamsEmulator) -> Non
 
 async def test_payload_is_an_adaptive_card(emulator: TeamsEmulator) -> None:
     ch = teams_channel(emulator)
-    message = ADAPTER.render(ch, Target((1,)), [event(1, title='db1 "down" *now*', body=CJK)])
+    message = ADAPTER.render(
+        ch, Target((1,), message_id="msg_t1"), [event(1, title='db1 "down" *now*', body=CJK)]
+    )
     assert isinstance(await send_one(ADAPTER, ch, message), Delivered)
     (received,) = emulator.requests()
     assert received.headers["content-type"].startswith("application/json")
@@ -232,7 +234,9 @@ async def test_payload_is_an_adaptive_card(emulator: TeamsEmulator) -> None:
 async def test_over_size_message_is_what_teams_refuses(emulator: TeamsEmulator) -> None:
     """Without shortening, 413 is what the limit protects against."""
     ch = teams_channel(emulator)
-    message = ADAPTER.render(ch, Target((1,)), [event(1, body='"quoted" ' * 3500)])
+    message = ADAPTER.render(
+        ch, Target((1,), message_id="msg_t1"), [event(1, body='"quoted" ' * 3500)]
+    )
     assert message.size > 28_000
     outcome = await send_one(ADAPTER, ch, message)
     assert isinstance(outcome, Reject)
@@ -244,7 +248,7 @@ async def test_a_long_event_is_shortened_and_accepted(emulator: TeamsEmulator) -
     """JSON escapes (quotes, backslashes, newlines) count: the whole body is what fits."""
     ch = teams_channel(emulator)
     big = event(1, title="disk full", body=('"q" \\ * _ ' + CJK + "\n") * 1500)
-    message = render_single(ADAPTER, ch, Target((1,)), big)
+    message = render_single(ADAPTER, ch, Target((1,), message_id="msg_t1"), big)
     assert 26_900 < message.size <= 27_000
     assert message.size == len(message.payload)
     assert message.text.endswith("…")

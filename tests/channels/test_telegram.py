@@ -197,7 +197,9 @@ async def test_unknown_chat_blocked_and_bad_token(emulator: TelegramEmulator) ->
 async def test_payload_is_what_telegram_parses(emulator: TelegramEmulator) -> None:
     nasty = event(title="v1.2 [beta] *wow* _x_ (a) {b} #c +d -e =f |g| !h `i` ~j > k \\ l")
     ch = tg_channel(emulator)
-    outcome = await send_one(ADAPTER, ch, ADAPTER.render(ch, Target((1,)), [nasty]))
+    outcome = await send_one(
+        ADAPTER, ch, ADAPTER.render(ch, Target((1,), message_id="msg_t1"), [nasty])
+    )
     assert isinstance(outcome, Delivered), outcome
     (request,) = emulator.requests()
     assert request.path == f"/bot{TOKEN}/sendMessage"
@@ -214,7 +216,9 @@ async def test_broken_template_override_is_refused_by_the_parser(
 ) -> None:
     ch = tg_channel(emulator)
     ch = channel("telegram", ch.config, templates={"event": "{{ event.title }}. done"})
-    outcome = await send_one(ADAPTER, ch, ADAPTER.render(ch, Target((1,)), [event()]))
+    outcome = await send_one(
+        ADAPTER, ch, ADAPTER.render(ch, Target((1,), message_id="msg_t1"), [event()])
+    )
     assert isinstance(outcome, Reject)
     assert outcome.reason is Reason.CLIENT_ERROR
     assert "Character '.' is reserved" in outcome.error
@@ -256,7 +260,7 @@ class RecordingStore:
 
 
 async def send_with(store: RecordingStore, ch: Channel) -> Outcome:
-    message = ADAPTER.render(ch, Target((1,)), [event()])
+    message = ADAPTER.render(ch, Target((1,), message_id="msg_t1"), [event()])
     async with HttpClient(allowed_networks=LOOPBACK) as http:
         ctx = SendContext(http=http, store=store, attempt_at=datetime.now(UTC))
         return await ADAPTER.send(ctx, ch, message)
@@ -291,7 +295,9 @@ async def test_blocked_address_names_no_token() -> None:
     ch = channel("telegram", {"bot_token": TOKEN, "chat_id": CHAT, "api_base": "http://10.0.0.1"})
     async with HttpClient() as http:
         ctx = SendContext(http=http, store=RecordingStore(), attempt_at=datetime.now(UTC))
-        outcome = await ADAPTER.send(ctx, ch, ADAPTER.render(ch, Target((1,)), [event()]))
+        outcome = await ADAPTER.send(
+            ctx, ch, ADAPTER.render(ch, Target((1,), message_id="msg_t1"), [event()])
+        )
     assert isinstance(outcome, Reject)
     assert outcome.reason is Reason.BLOCKED_ADDRESS
     assert_no_secret(outcome, ch, ADAPTER)
@@ -348,7 +354,9 @@ async def test_digest_parts_fit_parse_and_arrive(emulator: TelegramEmulator) -> 
 
 async def test_long_single_event_is_shortened_and_accepted(emulator: TelegramEmulator) -> None:
     ch = tg_channel(emulator)
-    message = render_single(ADAPTER, ch, Target((1,)), event(body="a_b.c*d" * 2000))
+    message = render_single(
+        ADAPTER, ch, Target((1,), message_id="msg_t1"), event(body="a_b.c*d" * 2000)
+    )
     assert message.size <= 4096
     assert message.text.startswith("*SQL injection")
     assert "…" in message.text
@@ -357,7 +365,9 @@ async def test_long_single_event_is_shortened_and_accepted(emulator: TelegramEmu
 
 async def test_emulator_refuses_over_4096_visible(emulator: TelegramEmulator) -> None:
     ch = tg_channel(emulator)
-    message = ADAPTER.render(ch, Target((1,)), [event(body="x" * 5000)])  # not shortened
+    message = ADAPTER.render(
+        ch, Target((1,), message_id="msg_t1"), [event(body="x" * 5000)]
+    )  # not shortened
     outcome = await send_one(ADAPTER, ch, message)
     assert isinstance(outcome, Reject)
     assert outcome.reason is Reason.TOO_LARGE
@@ -393,10 +403,12 @@ def test_any_event_renders_to_text_telegram_parses_within_the_limit(
     title: str, body: str, limit: int
 ) -> None:
     ch = channel("telegram", {"bot_token": TOKEN, "chat_id": CHAT})
-    message = ADAPTER.render(ch, Target((1,)), [event(title=title, body=body)])
+    message = ADAPTER.render(ch, Target((1,), message_id="msg_t1"), [event(title=title, body=body)])
     # \r is ignored by Telegram; the adapter counts it (an upper bound)
     assert visible(message.text) <= message.size <= visible(message.text) + message.text.count("\r")
-    short = ADAPTER.render(ch, Target((1,)), [event(title=title, body=body)], shorten_to=limit)
+    short = ADAPTER.render(
+        ch, Target((1,), message_id="msg_t1"), [event(title=title, body=body)], shorten_to=limit
+    )
     assert short.size <= limit
     assert visible(short.text) <= limit
 

@@ -120,7 +120,7 @@ async def test_keys_in_headers_and_in_the_url_never_reach_an_outcome(sink: Sink)
 def test_an_over_long_event_fits_the_configured_limit() -> None:
     ch = channel("webhook", ADAPTER.validate_config({"url": URL, "max_body_bytes": 2048}))
     big = event(1, body="x" * 10_000, data={"blob": "y" * 10_000})
-    message = ADAPTER.render(ch, Target((1,)), [big], shorten_to=2048)
+    message = ADAPTER.render(ch, Target((1,), message_id="msg_t1"), [big], shorten_to=2048)
     assert message.size == len(message.payload) <= 2048
     assert json.loads(message.payload)["event"]["title"] == big.title
 

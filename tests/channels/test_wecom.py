@@ -128,7 +128,9 @@ async def test_unknown_key_is_gone_and_disables_the_channel(emulator: WecomEmula
 
 async def test_payload_is_accepted_markdown(emulator: WecomEmulator) -> None:
     ch = wecom_channel(emulator)
-    message = ADAPTER.render(ch, Target((1,)), [event(1, title="磁盘告警 *db1*", body=CJK)])
+    message = ADAPTER.render(
+        ch, Target((1,), message_id="msg_t1"), [event(1, title="磁盘告警 *db1*", body=CJK)]
+    )
     outcome = await send_one(ADAPTER, ch, message)
     assert isinstance(outcome, Delivered)
     (received,) = emulator.requests()
@@ -142,7 +144,7 @@ async def test_payload_is_accepted_markdown(emulator: WecomEmulator) -> None:
 async def test_over_length_content_is_what_the_robot_rejects(emulator: WecomEmulator) -> None:
     """Without shortening, 40058 is what the limit protects against."""
     ch = wecom_channel(emulator)
-    message = ADAPTER.render(ch, Target((1,)), [event(1, body=CJK * 200)])
+    message = ADAPTER.render(ch, Target((1,), message_id="msg_t1"), [event(1, body=CJK * 200)])
     assert message.size > 4096
     outcome = await send_one(ADAPTER, ch, message)
     assert isinstance(outcome, Reject)
@@ -153,7 +155,7 @@ async def test_over_length_content_is_what_the_robot_rejects(emulator: WecomEmul
 async def test_a_long_event_is_shortened_and_accepted(emulator: WecomEmulator) -> None:
     ch = wecom_channel(emulator)
     big = event(1, title="磁盘 full", body=(CJK + "ascii text ") * 500)
-    message = render_single(ADAPTER, ch, Target((1,)), big)
+    message = render_single(ADAPTER, ch, Target((1,), message_id="msg_t1"), big)
     assert 4000 < message.size <= 4096
     assert message.text.endswith("…")
     assert "磁盘 full" in message.text.splitlines()[0]  # the title survives the cut

@@ -41,6 +41,8 @@ COMMANDS = [
     ["secret", "new-key"],
     ["secret", "rotate"],
     ["publish"],
+    ["apply"],
+    ["export"],
     ["deliveries"],
     ["deliveries", "list"],
     ["deliveries", "show"],

@@ -37,3 +37,36 @@ async def test_attempts_and_send_times_are_counted_by_kind_and_status(
     assert 'tidings_attempts_total{kind="webhook",status="permanent"} 1.0' in scrape
     assert 'tidings_send_seconds_count{kind="webhook"} 3.0' in scrape
     assert 'tidings_claimed_deliveries_total{mode="realtime"} 3.0' in scrape
+
+
+async def test_the_scrape_follows_prometheus_conventions(hub: tidings.Hub) -> None:
+    """Counters end in _total, no _created series, a 0 oldest-pending sample for a channel
+    with nothing pending, and tidings_build_info; the text parses as the exposition format."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    await hub.channels.create(name="idle", kind="inbox", filter={"kinds": ["never.*"]})
+    await hub.channels.create(name="busy", kind="inbox")
+    await hub.publish(kind="a.b", subject="s")
+    metrics = Metrics(hub.store)
+    metrics.sent("inbox", "delivered", 0.01)
+    metrics.claimed("realtime", 1)
+    metrics.fenced(1)
+    scrape = (await metrics.render()).decode()
+    families = {f.name: f for f in text_string_to_metric_families(scrape)}
+    samples = [s for f in families.values() for s in f.samples]
+    assert not [s.name for s in samples if s.name.endswith("_created")]
+    counters = [f for f in families.values() if f.type == "counter"]
+    assert {f.name for f in counters} == {
+        "tidings_attempts",
+        "tidings_claimed_deliveries",
+        "tidings_fenced_writes",
+    }
+    assert all(s.name.endswith("_total") for f in counters for s in f.samples)
+    oldest = {
+        s.labels["channel"]: s.value for s in families["tidings_oldest_pending_age_seconds"].samples
+    }
+    assert oldest["idle"] == 0
+    assert oldest["busy"] >= 0
+    assert set(oldest) == {"idle", "busy"}
+    (build,) = families["tidings_build_info"].samples
+    assert (build.labels["version"], build.value) == (tidings.__version__, 1)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import create_engine, inspect
+from sqlalchemy import create_engine, inspect, text
 
 from tests.conftest import postgres
 from tidings.store import migrate
@@ -40,5 +41,37 @@ def test_upgrade_head_on_an_empty_database_equals_the_declared_schema(empty_data
         assert tables >= {t.name for t in metadata.sorted_tables}
         with engine.begin() as conn:  # a second upgrade is a no-op
             migrate.upgrade(conn)
+    finally:
+        engine.dispose()
+
+
+NOW = "2026-01-01 00:00:00"
+OLD_ROWS = [
+    "INSERT INTO events (kind, subject, severity, title, body, labels, data, created_at)"
+    f" VALUES ('a.b', 's1', 'info', '', '', '{{}}', '{{}}', '{NOW}'),"
+    f" ('a.b', 's2', 'info', '', '', '{{}}', '{{}}', '{NOW}')",
+    "INSERT INTO channels (name, kind, config, enabled, mode, digest_period_s, filter,"
+    " rate_per_min, rate_burst, max_attempts, retry_backoff_s, timeout_s, templates, created_at,"
+    " updated_at) VALUES ('c', 'inbox', '{}', true, 'realtime', 3600, '{}', 0, 1, 3, 30, 15,"
+    f" '{{}}', '{NOW}', '{NOW}')",
+    "INSERT INTO deliveries (event_id, channel_id, state, attempts, next_attempt_at, created_at)"
+    f" VALUES (1, 1, 'sent', 1, '{NOW}', '{NOW}'), (2, 1, 'pending', 0, '{NOW}', '{NOW}')",
+]
+
+
+def test_n1_rows_stored_before_message_ids_each_get_a_random_one(empty_database: str) -> None:
+    engine = create_engine(empty_database)
+    try:
+        with engine.begin() as conn:
+            migrate.upgrade(conn, "0006")
+            for statement in OLD_ROWS:
+                conn.execute(text(statement))
+        with engine.begin() as conn:
+            migrate.upgrade(conn)
+        with engine.connect() as conn:
+            ids = [r[0] for r in conn.execute(text("SELECT message_id FROM deliveries"))]
+        assert len(ids) == 2
+        assert len(set(ids)) == 2
+        assert all(re.fullmatch(r"msg_[0-9a-f]{32}", i) for i in ids)
     finally:
         engine.dispose()

@@ -31,6 +31,7 @@ def test_rows_become_dataclasses_with_enums_and_detached_json() -> None:
         "sent_at": None,
         "lost_leases": 2,
         "fallback_of": None,
+        "message_id": "msg_" + "0" * 32,
     }
     event = {
         "id": 3,

@@ -14,12 +14,14 @@ from tidings.api.schemas import (
     ChannelList,
     ChannelOut,
     ChannelPatch,
+    ChannelSaved,
     RotateSecretIn,
     RotateSecretOut,
     TestOut,
 )
 from tidings.api.security import require, service_of
 from tidings.auth import Scope
+from tidings.core.model import Channel
 from tidings.core.outcome import Delivered, attempt_status
 from tidings.service import Service
 
@@ -46,10 +48,10 @@ async def get_breaker(channel_id: ChannelId, service: ServiceDep) -> dict[str, A
     return await service.breaker(channel_id)
 
 
-@router.post("", status_code=201, response_model=ChannelOut, dependencies=ADMIN)
+@router.post("", status_code=201, response_model=ChannelSaved, dependencies=ADMIN)
 async def create_channel(body: ChannelIn, service: ServiceDep) -> dict[str, Any]:
     fields = body.model_dump(exclude_none=True)
-    return service.channel_json(await service.create_channel(fields))
+    return await _saved(service, await service.create_channel(fields))
 
 
 @router.get("/{channel_id}", response_model=ChannelOut, dependencies=READ)
@@ -57,12 +59,16 @@ async def get_channel(channel_id: ChannelId, service: ServiceDep) -> dict[str, A
     return service.channel_json(await service.channel(channel_id))
 
 
-@router.patch("/{channel_id}", response_model=ChannelOut, dependencies=ADMIN)
+@router.patch("/{channel_id}", response_model=ChannelSaved, dependencies=ADMIN)
 async def update_channel(
     channel_id: ChannelId, body: ChannelPatch, service: ServiceDep
 ) -> dict[str, Any]:
     changes = body.model_dump(exclude_unset=True)
-    return service.channel_json(await service.update_channel(channel_id, changes))
+    return await _saved(service, await service.update_channel(channel_id, changes))
+
+
+async def _saved(service: Service, channel: Channel) -> dict[str, Any]:
+    return service.channel_json(channel) | {"warnings": await service.channel_warnings(channel)}
 
 
 @router.delete("/{channel_id}", status_code=204, dependencies=ADMIN)

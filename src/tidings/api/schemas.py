@@ -127,6 +127,8 @@ class DeliveryOut(BaseModel):
     failure: str | None
     skip_reason: str | None
     batch_id: int | None
+    #: The id receivers see for its message (`webhook-id`, Message-ID), the same on retries.
+    message_id: str
     created_at: str
     sent_at: str | None
     lost_leases: int = Field(description="Leases that ended without an outcome (not attempts)")
@@ -243,6 +245,14 @@ class BreakerList(BaseModel):
     items: list[BreakerOut]
 
 
+class ChannelSaved(ChannelOut):
+    """A channel as created or changed, and what would make its sends fail although it was
+    saved (a destination the address guard refuses unless TIDINGS_ALLOWED_PRIVATE_NETWORKS
+    allows it)."""
+
+    warnings: list[str]
+
+
 class ChannelList(BaseModel):
     items: list[ChannelOut]
 
@@ -286,6 +296,9 @@ class KindOut(BaseModel):
     default_rate_per_min: float = Field(description="`rate_per_min` of a new channel")
     limit: SizeLimitOut | None = Field(description="The most one message may measure")
     fields: list[ConfigFieldOut]
+    example: dict[str, Any] = Field(
+        description="A `config` that passes the kind's checks, with made-up values"
+    )
 
 
 class TestOut(BaseModel):

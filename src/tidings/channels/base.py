@@ -9,18 +9,20 @@ Imports tidings.channels (http, failure) and tidings.core.
 
 from __future__ import annotations
 
+import contextlib
 import functools
-import hashlib
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
+from urllib.parse import urlsplit
 
 from tidings.channels.failure import outcome_for_exception, scrub_secrets, unexpected_failure
 from tidings.channels.http import HttpClient
 from tidings.core import kinds
-from tidings.core.kinds import KindSpec
+from tidings.core.kinds import FieldType, KindSpec
+from tidings.core.message_id import for_digest
 from tidings.core.model import Channel, Event
 from tidings.core.outcome import Outcome
 from tidings.core.redact import MIN_SECRET_CHARS, secret_values
@@ -34,18 +36,20 @@ class Target:
 
     delivery_ids: tuple[int, ...]
     batch_id: int | None = None
+    #: What the receiver sees as the message's id (`webhook-id`, Message-ID): stored with the
+    #: delivery, unique across databases and the same on every retry (N1). A digest part's
+    #: is derived from its entries' (`Target.digest`).
+    message_id: str = field(kw_only=True)
 
-    @property
-    def message_id(self) -> str:
-        """Stable across retries of the same message, so a receiver can drop duplicates.
-
-        A realtime message is its delivery; a digest message is its batch and the exact set of
-        entries in it (a retry renders the same entries, so it keeps its id).
-        """
-        if self.batch_id is None:
-            return f"msg_d{self.delivery_ids[0]}"
-        digest = hashlib.sha256(",".join(map(str, self.delivery_ids)).encode()).hexdigest()
-        return f"msg_b{self.batch_id}_{digest[:12]}"
+    @classmethod
+    def digest(cls, batch_id: int, entries: Sequence[tuple[int, str]]) -> Target:
+        """A digest part: its entries as (delivery id, stored message id), oldest first. A
+        retry of the same entries keeps the id; another cut of them gets another."""
+        return cls(
+            tuple(delivery_id for delivery_id, _ in entries),
+            batch_id,
+            message_id=for_digest([key for _, key in entries]),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +132,19 @@ class Adapter(ABC):
         """The kind's own rules on a config already of the declared shape (a key in a URL,
         a secret's format) and its normalisations; the default has none."""
         return config
+
+    def destinations(self, config: Mapping[str, Any]) -> list[tuple[str, str]]:
+        """(config field, host) of what a send connects to, as the address guard checks it:
+        by default the host of every URL field."""
+        found = []
+        for field_ in self.spec.fields:
+            value = config.get(field_.name)
+            if field_.type is FieldType.URL and isinstance(value, str):
+                with contextlib.suppress(ValueError):
+                    host = urlsplit(value).hostname
+                    if host:
+                        found.append((field_.name, host))
+        return found
 
     def size_limit(self, channel: Channel) -> int | None:
         """The limit for this channel, in the declared unit (some kinds let the config lower

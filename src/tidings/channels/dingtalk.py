@@ -98,6 +98,10 @@ class DingtalkAdapter(ChatAdapter):
         flavour=Flavour.DINGTALK_MARKDOWN.value,
         default_rate_per_min=DEFAULT_RATE_PER_MIN,
         max_body_bytes=MAX_BODY_BYTES,
+        example={
+            "webhook_url": "https://oapi.dingtalk.com/robot/send?access_token=YOUR-TOKEN",
+            "secret": "SECyour-signing-secret",
+        },
     )
 
     def check_config(self, config: dict[str, Any]) -> dict[str, Any]:

@@ -75,6 +75,7 @@ class DiscordAdapter(ChatAdapter):
         flavour=Flavour.DISCORD_MARKDOWN.value,
         default_rate_per_min=DEFAULT_RATE_PER_MIN,
         max_text_chars=MAX_CONTENT_CHARS,
+        example={"webhook_url": "https://discord.com/api/webhooks/123456789012345678/YOUR-TOKEN"},
     )
 
     def check_config(self, config: dict[str, Any]) -> dict[str, Any]:

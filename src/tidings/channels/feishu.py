@@ -98,6 +98,10 @@ class FeishuAdapter(ChatAdapter):
         flavour=Flavour.FEISHU_MARKDOWN.value,
         default_rate_per_min=DEFAULT_RATE_PER_MIN,
         max_body_bytes=MAX_BODY_BYTES,
+        example={
+            "webhook_url": "https://open.feishu.cn/open-apis/bot/v2/hook/YOUR-HOOK-ID",
+            "secret": "your-signing-secret",
+        },
     )
 
     def check_config(self, config: dict[str, Any]) -> dict[str, Any]:

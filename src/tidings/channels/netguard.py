@@ -4,6 +4,7 @@ actually connected to. Imports aiohttp's resolver interface and tidings.core; no
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ipaddress
 import socket
@@ -224,3 +225,29 @@ class GuardedResolver(AbstractResolver):
 
     async def close(self) -> None:
         await self._inner.close()
+
+
+async def refusal(
+    host: str, allowed_networks: Iterable[Network] = (), timeout_s: float = 2.0
+) -> str | None:
+    """Why sends to `host` would be refused (it is, or resolves only to, addresses that are
+    neither public nor allowed), to tell an operator when a channel is saved rather than at
+    its first send; None when they would not be, or when the name does not resolve now."""
+    bare = host.removeprefix("[").removesuffix("]")
+    if _looks_like_ip_literal(bare) or _address(bare) is not None:
+        address = bare
+    else:
+        loop = asyncio.get_running_loop()
+        try:
+            found = await asyncio.wait_for(
+                loop.getaddrinfo(bare, None, type=socket.SOCK_STREAM), timeout_s
+            )
+        except (OSError, TimeoutError):
+            return None
+        addresses = [str(info[4][0]) for info in found]
+        if not addresses or any(is_allowed(a, allowed_networks) for a in addresses):
+            return None
+        address = addresses[0]
+    if is_allowed(address, allowed_networks):
+        return None
+    return _refusal(host, address).removeprefix("refused to connect: ")

@@ -75,6 +75,7 @@ class SlackAdapter(ChatAdapter):
         flavour=Flavour.SLACK_MRKDWN.value,
         default_rate_per_min=DEFAULT_RATE_PER_MIN,
         max_text_chars=MAX_SECTION_CHARS,
+        example={"webhook_url": "https://hooks.slack.com/services/T00000000/B00000000/YOUR-TOKEN"},
     )
 
     def check_config(self, config: dict[str, Any]) -> dict[str, Any]:

@@ -89,6 +89,9 @@ class TeamsAdapter(ChatAdapter):
         flavour=Flavour.TEAMS_MARKDOWN.value,
         default_rate_per_min=DEFAULT_RATE_PER_MIN,
         max_body_bytes=MAX_BODY_BYTES,
+        example={
+            "webhook_url": "https://example.westeurope.logic.azure.com/workflows/ID/triggers/manual/paths/invoke?sig=YOUR-SIG"
+        },
     )
 
     def check_config(self, config: dict[str, Any]) -> dict[str, Any]:

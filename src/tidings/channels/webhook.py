@@ -115,6 +115,10 @@ class WebhookAdapter(Adapter):
         ),
         flavour="json",
         max_body_bytes=DEFAULT_MAX_BODY_BYTES,
+        example={
+            "url": "https://hooks.example.com/tidings",
+            "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+        },
     )
     bounded_by_http_timeout: ClassVar[bool] = True
 

@@ -71,6 +71,9 @@ class WecomAdapter(ChatAdapter):
         flavour=Flavour.WECOM_MARKDOWN.value,
         default_rate_per_min=DEFAULT_RATE_PER_MIN,
         max_text_bytes=MAX_CONTENT_BYTES,
+        example={
+            "webhook_url": "https://qyapi.weixin.qq.com/cgi-bin/webhook/send?key=YOUR-ROBOT-KEY"
+        },
     )
 
     def check_config(self, config: dict[str, Any]) -> dict[str, Any]:

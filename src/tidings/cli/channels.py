@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from typing import Annotated, Any
 
 import typer
@@ -17,8 +18,10 @@ from tidings.cli.app import (
     JsonFlag,
     app,
     console,
+    fail,
     json_object,
     print_json,
+    warn,
     with_runtime,
 )
 from tidings.core.kinds import KindSpec
@@ -28,53 +31,83 @@ channel_app = typer.Typer(
     help="Channels: add, list, test, enable, disable, kinds.", no_args_is_help=True
 )
 app.add_typer(channel_app, name="channel")
-ChannelRef = Annotated[str, typer.Argument(help="Channel id or name")]
+ChannelRef = Annotated[str, typer.Argument(help="Channel id or name", show_default=False)]
 
 
 @channel_app.command("add")
 def channel_add(
-    name: Annotated[str, typer.Option("--name")],
+    name: Annotated[str, typer.Option("--name", help="A unique name")],
     kind: Annotated[str, typer.Option("--kind", help="See `tidings channel kinds`")],
-    config_json: Annotated[
+    adapter_config: Annotated[
         str | None,
         typer.Option(
-            "--config-json",
-            help='Adapter settings: JSON (\'{"url": "…"}\'), @FILE, or - for standard input '
-            "(keeps secrets off the command line)",
+            "--adapter-config",
+            metavar="JSON",
+            help="The kind's own settings as a JSON object, e.g. "
+            '\'{"url": "https://…"}\' (see `tidings channel kinds`), or @FILE, or - for '
+            "standard input (keeps secrets off the command line) \\[default: {}]",
         ),
     ] = None,
-    mode: Annotated[str, typer.Option(help="realtime or digest")] = "realtime",
-    digest_period_s: Annotated[float | None, typer.Option("--digest-period-s")] = None,
-    filter_json: Annotated[str | None, typer.Option("--filter-json")] = None,
-    rate_per_min: Annotated[
-        float | None, typer.Option("--rate-per-min", help="[default: the kind's own]")
+    config_json: Annotated[
+        str | None, typer.Option("--config-json", hidden=True, help="Old name of --adapter-config")
     ] = None,
-    tenant: Annotated[str | None, typer.Option()] = None,
+    mode: Annotated[str, typer.Option(help="realtime or digest")] = "realtime",
+    digest_period_s: Annotated[
+        float | None,
+        typer.Option(
+            "--digest-period-s", help="Seconds between digests (digest mode) \\[default: 3600]"
+        ),
+    ] = None,
+    filter_json: Annotated[
+        str | None,
+        typer.Option(
+            "--filter-json",
+            metavar="JSON",
+            help='Which events, e.g. \'{"kinds": ["monitor.*"], "min_severity": "high"}\' '
+            "\\[default: every event]",
+        ),
+    ] = None,
+    rate_per_min: Annotated[
+        float | None,
+        typer.Option(
+            "--rate-per-min", help="Messages per minute, 0 unlimited \\[default: the kind's own]"
+        ),
+    ] = None,
+    tenant: Annotated[
+        str | None,
+        typer.Option(help="Receive only this tenant's events \\[default: every tenant's]"),
+    ] = None,
     db: DbOption = None,
     config: ConfigOption = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Add a channel (checked like every other path: kind, config, rate, timeout)."""
+    if adapter_config is not None and config_json is not None:
+        fail("give --adapter-config only (--config-json is its old name)")
+    settings_json = adapter_config if adapter_config is not None else config_json
     fields: dict[str, Any] = {
         "name": name,
         "kind": kind,
-        "config": json_object(config_json, "--config-json"),
+        "config": json_object(settings_json, "--adapter-config"),
         "mode": mode,
         "filter": json_object(filter_json, "--filter-json"),
     }
     extra = {"digest_period_s": digest_period_s, "rate_per_min": rate_per_min, "tenant": tenant}
     fields |= {k: v for k, v in extra.items() if v is not None}
 
-    async def work(rt: Runtime) -> dict[str, Any]:
-        return rt.service.channel_json(await rt.service.create_channel(fields))
+    async def work(rt: Runtime) -> tuple[dict[str, Any], list[str]]:
+        channel = await rt.service.create_channel(fields)
+        return rt.service.channel_json(channel), await rt.service.channel_warnings(channel)
 
-    shown = with_runtime(db, config, work)
+    shown, warnings = with_runtime(db, config, work)
     if as_json:
         print_json(shown)
     else:
         typer.echo(
             f"channel #{shown['id']} {shown['name']} ({shown['kind']}, {shown['mode']}) added"
         )
+    for warning in warnings:
+        warn(warning)
 
 
 @channel_app.command("list")
@@ -188,6 +221,17 @@ def channel_kinds(as_json: JsonFlag = False) -> None:
         table.add_row(*row)
     console.print(table)
     typer.echo("* required; (secret): write-only, read back masked. --json has each field's type.")
+    typer.echo("\nExamples (made-up values):")
+    for spec in specs:
+        typer.echo("  " + example_command(spec))
+
+
+def example_command(spec: KindSpec) -> str:
+    """A `tidings channel add` line for the kind, with its declared example config."""
+    line = f"tidings channel add --name my-{spec.kind} --kind {spec.kind}"
+    if spec.example:
+        line += f" --adapter-config {shlex.quote(json.dumps(dict(spec.example)))}"
+    return line
 
 
 def _limit(spec: KindSpec) -> str:

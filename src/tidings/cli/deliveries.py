@@ -46,13 +46,18 @@ SHOWN_FIELDS = (
 
 @deliveries_app.command("list")
 def deliveries_list(
-    channel_id: Annotated[int | None, typer.Option("--channel-id")] = None,
-    state: Annotated[
-        str | None, typer.Option(help="pending, sending, sent, failed, skipped")
+    channel_id: Annotated[
+        int | None, typer.Option("--channel-id", help="Only this channel's \\[default: all]")
     ] = None,
-    event_kind: Annotated[str | None, typer.Option("--event-kind")] = None,
-    page: Annotated[int, typer.Option()] = 1,
-    page_size: Annotated[int, typer.Option("--page-size")] = 50,
+    state: Annotated[
+        str | None,
+        typer.Option(help="Only pending, sending, sent, failed or skipped \\[default: all]"),
+    ] = None,
+    event_kind: Annotated[
+        str | None, typer.Option("--event-kind", help="Only events of this kind \\[default: all]")
+    ] = None,
+    page: Annotated[int, typer.Option(help="Page number, from 1")] = 1,
+    page_size: Annotated[int, typer.Option("--page-size", help="Rows per page, 1 to 200")] = 50,
     db: DbOption = None,
     config: ConfigOption = None,
     as_json: JsonFlag = False,
@@ -126,7 +131,13 @@ def deliveries_resend(
     until: Annotated[datetime | None, typer.Option(help="Created at or before (ISO 8601)")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Only count the matches")] = False,
     operator: Annotated[str, typer.Option(help="Who resends, for the audit row")] = "cli",
-    request_id: Annotated[str | None, typer.Option("--request-id")] = None,
+    request_id: Annotated[
+        str | None,
+        typer.Option(
+            "--request-id",
+            help="Resending with the same id requeues once \\[default: a new id]",
+        ),
+    ] = None,
     db: DbOption = None,
     config: ConfigOption = None,
 ) -> None:

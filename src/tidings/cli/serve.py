@@ -1,10 +1,15 @@
-"""`tidings serve`: API, admin UI and dispatcher in one process — the embedded default."""
+"""`tidings serve`: API, admin UI and dispatcher in one process — the embedded default.
+
+It listens first: a port already taken is a one-line error before anything is created (no
+database, no first-start token, no inbox). Then it migrates, and creates those on a first start.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import signal
+import socket
 from collections.abc import Iterator
 from typing import Annotated
 
@@ -13,7 +18,7 @@ import uvicorn
 
 from tidings import heap
 from tidings.bootstrap import runtime
-from tidings.cli.app import ConfigOption, DbOption, app, run_async, verbose
+from tidings.cli.app import ConfigOption, DbOption, app, fail, run_async, verbose
 from tidings.config import Settings, load
 from tidings.server import create_app
 
@@ -31,8 +36,13 @@ class _Server(uvicorn.Server):
 def serve(
     db: DbOption = None,
     config: ConfigOption = None,
-    host: Annotated[str | None, typer.Option(help="Listen address [env: TIDINGS_HOST]")] = None,
-    port: Annotated[int | None, typer.Option(help="Listen port [env: TIDINGS_PORT]")] = None,
+    host: Annotated[
+        str | None,
+        typer.Option(help="Listen address \\[env: TIDINGS_HOST] \\[default: 127.0.0.1]"),
+    ] = None,
+    port: Annotated[
+        int | None, typer.Option(help="Listen port \\[env: TIDINGS_PORT] \\[default: 8080]")
+    ] = None,
     dispatch: Annotated[
         bool,
         typer.Option(
@@ -44,11 +54,24 @@ def serve(
     """Run the API and a dispatcher in one process (migrates the database on start)."""
     settings = load(config, db=db, host=host, port=port)
     verbose()
-    run_async(lambda: _serve(settings, dispatch))
+    with listening(settings.host, settings.port) as sock:
+        run_async(lambda: _serve(settings, sock, dispatch))
 
 
-async def _serve(settings: Settings, dispatch: bool = True) -> None:
-    async with runtime(settings) as rt:
+@contextlib.contextmanager
+def listening(host: str, port: int) -> Iterator[socket.socket]:
+    """The server's socket, bound and listening, closed at the end."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        sock = socket.create_server((host, port), family=family, backlog=2048)
+    except OSError as error:
+        fail(f"cannot listen on {host}:{port}: {error.strerror or error}")
+    with sock:
+        yield sock
+
+
+async def _serve(settings: Settings, sock: socket.socket, dispatch: bool = True) -> None:
+    async with runtime(settings, migrate=True) as rt:
         await rt.service.check_lease()
         token = await rt.service.bootstrap()
         if token is not None:
@@ -77,7 +100,7 @@ async def _serve(settings: Settings, dispatch: bool = True) -> None:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stop)
-        tasks = [asyncio.create_task(server.serve())]
+        tasks = [asyncio.create_task(server.serve(sockets=[sock]))]
         if dispatch:
             tasks.append(asyncio.create_task(dispatcher.run()))
         done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
@@ -87,4 +110,4 @@ async def _serve(settings: Settings, dispatch: bool = True) -> None:
             if isinstance(result, BaseException):
                 raise result
         if not server.started and done:
-            raise SystemExit(1)  # uvicorn said why (e.g. the port is taken)
+            raise SystemExit(1)  # uvicorn said why

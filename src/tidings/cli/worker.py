@@ -21,34 +21,56 @@ def worker(
     db: DbOption = None,
     config: ConfigOption = None,
     concurrency: Annotated[
-        int | None, typer.Option(help="Sends in flight at once [env: TIDINGS_CONCURRENCY]")
+        int | None,
+        typer.Option(help="Sends in flight at once \\[env: TIDINGS_CONCURRENCY] \\[default: 50]"),
     ] = None,
     worker_id: Annotated[
         str | None,
-        typer.Option("--id", help="Worker id written in attempt rows [default: hostname:pid]"),
+        typer.Option(
+            "--id",
+            help="Worker id written in attempt rows \\[env: TIDINGS_WORKER_ID] "
+            "\\[default: hostname:pid]",
+        ),
     ] = None,
     lease_s: Annotated[
-        float | None, typer.Option("--lease-s", help="Lease length in seconds [default: 120]")
+        float | None,
+        typer.Option(
+            "--lease-s",
+            help="Lease length in seconds \\[env: TIDINGS_LEASE_S] \\[default: 120]",
+        ),
     ] = None,
     poll_interval_s: Annotated[
         float | None,
-        typer.Option("--poll-interval-s", help="Polling fallback in seconds [default: 1]"),
+        typer.Option(
+            "--poll-interval-s",
+            help="Polling fallback in seconds \\[env: TIDINGS_POLL_INTERVAL_S] \\[default: 1]",
+        ),
     ] = None,
     remote: Annotated[
         str | None,
-        typer.Option("--remote", help="Lease work from this tidings server over HTTP instead"),
+        typer.Option(
+            "--remote",
+            metavar="URL",
+            help="Lease work from this tidings server over HTTP instead \\[default: none]",
+        ),
     ] = None,
     token: Annotated[
         str | None,
         typer.Option(
-            "--token", help="A worker token of that server, for --remote [env: TIDINGS_TOKEN]"
+            "--token",
+            help="A worker token of that server, for --remote "
+            "\\[env: TIDINGS_TOKEN] \\[default: none]",
         ),
     ] = None,
     kind: Annotated[
-        list[str] | None, typer.Option("--kind", help="With --remote: only these channel kinds")
+        list[str] | None,
+        typer.Option(
+            "--kind", help="With --remote: only these channel kinds \\[default: every kind]"
+        ),
     ] = None,
     tenant: Annotated[
-        list[str] | None, typer.Option("--tenant", help="With --remote: only these tenants")
+        list[str] | None,
+        typer.Option("--tenant", help="With --remote: only these tenants \\[default: all]"),
     ] = None,
 ) -> None:
     """Run a dispatcher only (no API). Any number may share one PostgreSQL database; with
@@ -95,7 +117,7 @@ def run_dispatcher(settings: Settings) -> None:
     verbose()
 
     async def run() -> None:
-        async with runtime(settings) as rt:
+        async with runtime(settings, migrate=True) as rt:
             dispatcher = rt.dispatcher()
             heap.settle()
             loop = asyncio.get_running_loop()

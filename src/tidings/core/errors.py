@@ -8,6 +8,8 @@ Pure: imports only the standard library.
     ├── Conflict              conflict   409  the row is not in a state that allows it
     ├── ConfigError           config     400  settings that cannot work (e.g. C5)
     └── StoreError            store      503  the database is unreachable or failing
+        └── SchemaError       schema     503  the database's schema is missing, older or
+                                              newer than this tidings' (see `db upgrade`)
 """
 
 from __future__ import annotations
@@ -59,3 +61,14 @@ class ConfigError(TidingsError):
 class StoreError(TidingsError):
     code = "store"
     status = 503
+
+    def __init__(self, message: str, *, cause: str | None = None) -> None:
+        super().__init__(message)
+        #: The database's or the driver's own words, when the error came from there.
+        self.cause = cause
+
+
+class SchemaError(StoreError):
+    """Raised with the rest of a sentence that begins with the database's URL."""
+
+    code = "schema"

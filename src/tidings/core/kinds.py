@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from enum import StrEnum
 from typing import Any
 
@@ -131,6 +132,9 @@ class KindSpec:
     max_text_chars: int | None = None
     max_utf16_units: int | None = None
     max_body_bytes: int | None = None
+    #: A config that passes the kind's checks, with made-up values: what
+    #: `tidings channel kinds` shows a new user.
+    example: Mapping[str, Any] = dataclass_field(default_factory=dict)
 
     def __post_init__(self) -> None:
         limits = [u for u in SizeUnit if getattr(self, f"max_{u.value}") is not None]
@@ -186,6 +190,7 @@ class KindSpec:
             if limit is None
             else {"name": limit.name, "amount": limit.amount, "unit": limit.unit.value},
             "fields": [f.as_json() for f in self.fields],
+            "example": dict(self.example),
         }
 
 

@@ -135,6 +135,8 @@ class Delivery:
     lease_token: str | None
     created_at: datetime
     sent_at: datetime | None
+    #: The id receivers see for its message (N1): random, stored once, kept across retries.
+    message_id: str
     #: Leases that ended without an outcome (a worker crashed or stalled): not attempts.
     lost_leases: int = 0
     #: F1: the failed delivery (of another channel) this one escalates.
@@ -215,6 +217,11 @@ class Claim:
     @property
     def ids(self) -> list[int]:
         return [item.delivery.id for item in self.items]
+
+    @property
+    def entries(self) -> list[tuple[int, str]]:
+        """(delivery id, message id) of each row: what a digest's parts are cut from."""
+        return [(item.delivery.id, item.delivery.message_id) for item in self.items]
 
     def __len__(self) -> int:
         return len(self.items)

@@ -49,7 +49,7 @@ async def _send_digest(ctx: JobContext, claim: Claim, lease_ends: float) -> None
 
     async def all_parts() -> None:
         try:
-            messages = sending.plan_digest(adapter, claim.channel, batch_id, claim.ids, events)
+            messages = sending.plan_digest(adapter, claim.channel, batch_id, claim.entries, events)
         except Exception as error:
             results.append(sending.render_failed(claim.ids, batch_id, error, ctx.clock.now))
             return

@@ -94,7 +94,7 @@ async def _lease_realtime(
     messages: list[Message] = []
     failed: list[SendResult] = []
     for item in claim.items:
-        target = Target((item.delivery.id,))
+        target = Target((item.delivery.id,), message_id=item.delivery.message_id)
         try:
             messages.append(sending.render_single(adapter, claim.channel, target, item.event))
         except Exception as error:
@@ -122,7 +122,7 @@ async def _lease_digest(
     batch_id = claim.items[0].delivery.batch_id or min(claim.ids)
     events = [item.event for item in claim.items]
     try:
-        planned = sending.plan_digest(adapter, claim.channel, batch_id, claim.ids, events)
+        planned = sending.plan_digest(adapter, claim.channel, batch_id, claim.entries, events)
     except Exception as error:
         failed = sending.render_failed(claim.ids, batch_id, error, clock.now)
         await report.record(store, claim, [failed], adapter=adapter, worker_id=worker_id, rand=rand)

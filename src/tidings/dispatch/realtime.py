@@ -166,7 +166,7 @@ async def _send_one(
 ) -> SendResult:
     if tracing.active():
         return await _send_one_traced(ctx, adapter, channel, item)
-    target = Target((item.delivery.id,))
+    target = Target((item.delivery.id,), message_id=item.delivery.message_id)
     try:
         message = sending.render_single(adapter, channel, target, item.event)
     except Exception as error:
@@ -178,7 +178,7 @@ async def _send_one_traced(
     ctx: JobContext, adapter: Adapter, channel: Channel, item: ClaimedDelivery
 ) -> SendResult:
     """The same, as a span in the event's trace (render a span within it)."""
-    target = Target((item.delivery.id,))
+    target = Target((item.delivery.id,), message_id=item.delivery.message_id)
     attributes = tracing.send_attributes(channel, item.delivery.id)
     with tracing.span("tidings.send", parent=item.event.traceparent, attributes=attributes) as tp:
         try:

@@ -33,18 +33,27 @@ def render_single(adapter: Adapter, channel: Channel, target: Target, event: Eve
     return message
 
 
+#: A digest entry: its delivery id and that delivery's message id (N1).
+Entry = tuple[int, str]
+
+
 def plan_digest(
-    adapter: Adapter, channel: Channel, batch_id: int, ids: Sequence[int], events: Sequence[Event]
+    adapter: Adapter,
+    channel: Channel,
+    batch_id: int,
+    ids: Sequence[Entry],
+    events: Sequence[Event],
 ) -> list[Message]:
     """D5: cut a digest into messages within the channel's limit, at entry boundaries, oldest
     entries first, numbered part i of n. An entry too long on its own is shortened, never
-    dropped. Sizes are measured with the widest numbering, so the final labels still fit."""
+    dropped. Sizes are measured with the widest numbering, so the final labels still fit.
+    `ids` are the entries (delivery id, message id) in the order of `events`."""
     with remembering_entries():
         return _plan(adapter, channel, batch_id, ids, events)
 
 
 def _plan(
-    adapter: Adapter, channel: Channel, batch_id: int, ids: Sequence[int], events: Sequence[Event]
+    adapter: Adapter, channel: Channel, batch_id: int, ids: Sequence[Entry], events: Sequence[Event]
 ) -> list[Message]:
     limit = adapter.size_limit(channel)
     widest = len(ids)
@@ -53,7 +62,7 @@ def _plan(
     while start < len(ids):
 
         def fits(n: int, at: int = start) -> bool:
-            target = Target(tuple(ids[at : at + n]), batch_id)
+            target = Target.digest(batch_id, ids[at : at + n])
             message = adapter.render(
                 channel, target, events[at : at + n], part=widest, parts=widest
             )
@@ -73,7 +82,7 @@ def _segment(
     adapter: Adapter,
     channel: Channel,
     batch_id: int,
-    ids: Sequence[int],
+    ids: Sequence[Entry],
     events: Sequence[Event],
     at: int,
     n: int,
@@ -81,7 +90,7 @@ def _segment(
     parts: int,
     limit: int | None,
 ) -> Message:
-    target = Target(tuple(ids[at : at + n]), batch_id)
+    target = Target.digest(batch_id, ids[at : at + n])
     message = adapter.render(channel, target, events[at : at + n], part=part, parts=parts)
     if limit is not None and message.size > limit:  # a single over-long entry
         message = adapter.render(

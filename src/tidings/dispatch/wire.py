@@ -40,7 +40,11 @@ def message_to_json(message: Message) -> dict[str, Any]:
 
 def message_from_json(doc: dict[str, Any]) -> Message:
     return Message(
-        target=Target(tuple(int(i) for i in doc["delivery_ids"]), doc.get("batch_id")),
+        target=Target(
+            tuple(int(i) for i in doc["delivery_ids"]),
+            doc.get("batch_id"),
+            message_id=str(doc["message_id"]),
+        ),
         payload=base64.b64decode(doc["payload_b64"]),
         size=int(doc["size"]),
         content_type=str(doc["content_type"]),

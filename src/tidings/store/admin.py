@@ -40,6 +40,25 @@ class AdminWrites(Runner):
         _, skipped = await self._run(channel_ops.set_enabled, channel_id, False, reason)
         return skipped
 
+    async def apply_channels(
+        self,
+        creates: Sequence[ChannelSpec],
+        updates: Sequence[tuple[int, ChannelSpec]],
+        disables: Sequence[int],
+        reason: str,
+    ) -> None:
+        """Create, update and disable (C7) channels in one transaction: all or nothing."""
+
+        def op(conn: Connection, clock: TxClock) -> None:
+            for spec in creates:
+                channel_ops.create(conn, clock, spec)
+            for channel_id, changed in updates:
+                channel_ops.update_spec(conn, clock, channel_id, changed)
+            for channel_id in disables:
+                channel_ops.set_enabled(conn, clock, channel_id, False, reason)
+
+        await self._run(op)
+
     async def delete_channel(self, channel_id: int) -> None:
         await self._run(lambda conn, _clock: channel_ops.remove(conn, channel_id))
 

@@ -13,6 +13,7 @@ from sqlalchemy.engine import Connection
 from tidings.core.model import Channel, EventInput
 from tidings.core.states import TRANSITIONS, SkipReason
 from tidings.store import operational, publishing, rows
+from tidings.store.publishing import new_message_ids
 from tidings.store.clock import TxClock
 from tidings.store.dialects import dialect_for
 from tidings.store.schema import channels, deliveries, events
@@ -68,6 +69,8 @@ def _escalate(
         )
     if not values:
         return
+    for row, message_id in zip(values, new_message_ids(len(values)), strict=True):
+        row["message_id"] = message_id  # N1: every delivery row gets its own
     dialect = dialect_for(conn)
     insert = dialect.insert_ignoring_conflict(deliveries, "event_id", "channel_id")
     conn.execute(insert, values)

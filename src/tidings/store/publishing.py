@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -9,7 +10,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, RowMapping, Table, select
 from sqlalchemy.engine import Connection
 
-from tidings.core import filters
+from tidings.core import filters, message_id
 from tidings.core.model import Channel, Delivery, Event, EventInput, PublishResult
 from tidings.core.states import TRANSITIONS, SkipReason, State
 from tidings.store import rows
@@ -134,12 +135,19 @@ def _fan_out(
     if not pairs:
         return by_event
     initial = {c.id: _initial_state(c) for c in all_channels}
-    values = [_new_delivery(e, c, initial[c.id]) for e, c in pairs]
+    keys = new_message_ids(len(pairs))
+    values = [_new_delivery(e, c, initial[c.id], k) for (e, c), k in zip(pairs, keys, strict=True)]
     ids = insert_rows(conn, deliveries, values, [deliveries.c.id])
-    for (event, channel), (delivery_id,) in zip(pairs, ids, strict=True):
-        delivery = _delivery(delivery_id, event, channel, initial[channel.id])
+    for (event, channel), (delivery_id,), key in zip(pairs, ids, keys, strict=True):
+        delivery = _delivery(delivery_id, event, channel, initial[channel.id], key)
         by_event.setdefault(event.id, []).append(delivery)
     return by_event
+
+
+def new_message_ids(count: int) -> list[str]:
+    """Fresh message ids (N1) for `count` new deliveries: one draw from the OS's random source
+    for the whole batch. Every insert of a delivery row takes its id from here."""
+    return message_id.many_from_random(os.urandom(count * message_id.RANDOM_BYTES))
 
 
 def _matches(channel: Channel, event: Event) -> bool:
@@ -154,10 +162,11 @@ def _matches(channel: Channel, event: Event) -> bool:
 
 
 def _new_delivery(
-    event: Event, channel: Channel, initial: tuple[State, SkipReason | None]
+    event: Event, channel: Channel, initial: tuple[State, SkipReason | None], key: str
 ) -> dict[str, object]:
     state, skip = initial
     return {
+        "message_id": key,
         "event_id": event.id,
         "channel_id": channel.id,
         "state": state.value,
@@ -169,7 +178,11 @@ def _new_delivery(
 
 
 def _delivery(
-    delivery_id: int, event: Event, channel: Channel, initial: tuple[State, SkipReason | None]
+    delivery_id: int,
+    event: Event,
+    channel: Channel,
+    initial: tuple[State, SkipReason | None],
+    key: str,
 ) -> Delivery:
     state, skip = initial
     return Delivery(
@@ -187,6 +200,7 @@ def _delivery(
         lease_token=None,
         created_at=event.created_at,
         sent_at=None,
+        message_id=key,
     )
 
 

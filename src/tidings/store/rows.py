@@ -86,6 +86,7 @@ def delivery(row: Mapping[Any, Any]) -> Delivery:
         lease_token=row["lease_token"],
         created_at=row["created_at"],
         sent_at=row["sent_at"],
+        message_id=row["message_id"],
         lost_leases=row["lost_leases"],
         fallback_of=row["fallback_of"],
     )

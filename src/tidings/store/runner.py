@@ -10,9 +10,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
+from pathlib import Path
 from typing import Any, TypeVar
 
 from sqlalchemy import exc
@@ -25,7 +26,7 @@ from tidings.store.dialect import Dialect
 from tidings.store.dialects import dialect_named
 from tidings.store.engine import READ_ONLY, create_engine, sqlite_thread_engine
 from tidings.store.sealing import Sealer, Sensitive, everything
-from tidings.store.url import parse
+from tidings.store.url import parse, shown
 
 #: Threads running SQLite read transactions beside the one writer thread. Writes go through
 #: a single thread: SQLite takes one writer at a time anyway, and writers on several threads
@@ -36,6 +37,8 @@ SQLITE_READERS = 3
 MAX_CAUSE_CHARS = 300
 
 T = TypeVar("T")
+#: What the database and its drivers raise; translated at this boundary.
+FOREIGN_ERRORS = (exc.DBAPIError, exc.InterfaceError, OSError)
 Op = Callable[..., T]
 
 
@@ -66,6 +69,8 @@ class Runner:
         self.url = parse(url)
         #: Seals and opens channel secrets (S4); every operation finds it on its connection.
         self.sealer = Sealer(self.url, secret_keys, sensitive)
+        #: The URL as the user gave it, password masked: for messages on the command line.
+        self.shown_url = shown(url)
         self.dialect: Dialect = dialect_named(self.url.get_backend_name())
         self.engine: AsyncEngine = create_engine(self.url, pool_size=pool_size)
         self._clock = clock
@@ -124,10 +129,38 @@ class Runner:
                     return await conn.run_sync(call)
         except TidingsError:
             raise
-        except exc.IntegrityError as error:
-            raise Conflict(f"conflicts with stored data: {cause(error)}") from error
-        except (exc.DBAPIError, exc.InterfaceError, OSError) as error:
-            raise StoreError(f"database error: {cause(error)}") from error
+        except FOREIGN_ERRORS as error:
+            raise self._translate(error) from error
+
+    @contextlib.contextmanager
+    def translated(self) -> Iterator[None]:
+        """Foreign database errors raised in the block become tidings errors."""
+        try:
+            yield
+        except TidingsError:
+            raise
+        except FOREIGN_ERRORS as error:
+            raise self._translate(error) from error
+
+    def _translate(self, error: Exception) -> TidingsError:
+        """A clash with stored data is a Conflict; anything else (unreachable, refused, no
+        permission) a StoreError carrying the database's own words."""
+        if isinstance(error, exc.IntegrityError):
+            return Conflict(f"conflicts with stored data: {cause(error)}")
+        said = self.missing_directory() or cause(error)
+        return StoreError(f"database error: {said}", cause=said)
+
+    def file_missing(self) -> bool:
+        """A SQLite database whose file does not exist (opening it would create it)."""
+        database = self.url.database
+        return self.backend == "sqlite" and bool(database) and not Path(str(database)).exists()
+
+    def missing_directory(self) -> str | None:
+        """SQLite says only "unable to open database file" when the directory is missing."""
+        if self.backend != "sqlite" or not self.url.database:
+            return None
+        directory = Path(self.url.database).parent
+        return None if directory.is_dir() else f"the directory {directory} does not exist"
 
     async def clear_free_space(self) -> None:
         """Overwrite what rewritten rows left behind in the file (old copies of sealed

@@ -31,6 +31,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.sql.elements import ColumnElement
 
+from tidings.core.message_id import MAX_CHARS as MAX_MESSAGE_ID_CHARS
 from tidings.core.states import CLAIMABLE
 
 NAMING = {
@@ -112,8 +113,6 @@ channels = Table(
     Column("kind", String(50), nullable=False),
     #: The config values that are not secret; the secret ones are in `secrets` (S4).
     Column("config", JSONDoc, nullable=False),
-    #: The secret config values, AES-GCM encrypted (`tidings.store.secretbox`); null when none.
-    Column("secrets", Text),
     Column("enabled", Boolean, nullable=False),
     Column("disabled_reason", Text),
     Column("mode", String(16), nullable=False),
@@ -133,6 +132,8 @@ channels = Table(
     Column("fallback_channel_id", Id, ForeignKey("channels.id", ondelete="SET NULL")),
     # R1: days this channel's ended deliveries are kept (None: the global retention_days).
     Column("retention_days", Float),
+    #: The secret config values, AES-GCM encrypted (`tidings.store.secretbox`); null when none.
+    Column("secrets", Text),
     UniqueConstraint("name"),
 )
 
@@ -161,6 +162,10 @@ deliveries = Table(
     Column("lost_leases", Integer, nullable=False, server_default=text("0")),
     # F1: the failed delivery this one escalates (None: published, or resent).
     Column("fallback_of", Id, ForeignKey("deliveries.id", ondelete="SET NULL")),
+    # The id receivers see (N1, migration 0009): random per delivery, so two databases (or
+    # one restored from a backup) never send the same id; kept across retries. Last column:
+    # PostgreSQL's bulk insert reads rows typed by the table in this order.
+    Column("message_id", String(MAX_MESSAGE_ID_CHARS), nullable=False),
     UniqueConstraint("event_id", "channel_id"),
     # The claim's access path: due rows of one channel, only among the live ones, in the
     # claim's order (next_attempt_at, id), so a claim stops after the rows it takes.

@@ -14,7 +14,7 @@ from datetime import datetime
 
 from sqlalchemy.engine import Connection
 
-from tidings.core.errors import StoreError
+from tidings.core.errors import SchemaError, StoreError
 from tidings.core.model import (
     AttemptRecord,
     Claim,
@@ -68,10 +68,15 @@ class Store(Operations, AdminWrites, Reads):
     # -- schema ---------------------------------------------------------------------------
 
     async def migrate(self) -> None:
-        """Apply the migrations, then open the secrets (S4): a missing or wrong key stops here
-        with a ConfigError; secrets stored in plain by an older version are sealed now."""
-        async with self.engine.begin() as conn:
-            await conn.run_sync(migrate.upgrade)
+        """Bring the schema to this tidings' revision (one a newer tidings wrote is refused),
+        then open the secrets (S4): a missing or wrong key stops here with a ConfigError;
+        secrets stored in plain by an older version are sealed now."""
+        missing = self.missing_directory()
+        if missing is not None:  # said before the driver's thread fails noisily on it
+            raise StoreError(f"database error: {missing}", cause=missing)
+        with self.translated():
+            async with self.engine.begin() as conn:
+                await conn.run_sync(migrate.upgrade, "head", name=self._name)
         if await self.reseal():
             await self.clear_free_space()  # no plain copy left behind in the file
 
@@ -87,6 +92,18 @@ class Store(Operations, AdminWrites, Reads):
         """Seal every channel's secrets under the primary key (after an upgrade, or a key
         rotation); how many channels were written."""
         return await self._run(lambda conn, clock: sealing.reseal(conn, clock.now()))
+
+    async def check_schema(self) -> None:
+        """Refuse (SchemaError) a database that is not at this tidings' schema, changing
+        nothing: a missing SQLite file is not created, an empty database gets no tables."""
+        if self.file_missing():
+            raise SchemaError(f"{self._name} does not exist: run `tidings db upgrade`")
+        found = await self._run(lambda conn, _clock: migrate.current(conn), read_only=True)
+        migrate.check(found, self._name)
+
+    @property
+    def _name(self) -> str:
+        return f"database {self.shown_url}"
 
     async def ping(self) -> bool:
         """Readiness: the database answers."""

@@ -30,3 +30,11 @@ def parse(url: str) -> URL:
             "give a file path, e.g. sqlite:///./tidings.db"
         )
     return parsed.set(drivername=_ASYNC_DRIVERS[backend])
+
+
+def shown(url: str) -> str:
+    """`url` as messages may name it: the password masked (`***`), the rest as given."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return "<not a database URL>"

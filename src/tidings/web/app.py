@@ -17,7 +17,7 @@ from starlette.types import ASGIApp
 from tidings.core.errors import TidingsError
 from tidings.core.throttle import LoginThrottle
 from tidings.service import Service
-from tidings.web import bulk, channels, dashboard, deliveries, inbox, login, tokens
+from tidings.web import bulk, channels, dashboard, deliveries, events, inbox, login, tokens
 from tidings.web.guard import Guard
 from tidings.web.pages import PREFIX, STATIC_DIR, redirect, render
 from tidings.web.session import LoginRequired
@@ -35,6 +35,7 @@ def create_ui(service: Service) -> ASGIApp:
     ui.include_router(channels.router)
     ui.include_router(inbox.router)
     ui.include_router(tokens.router)
+    ui.include_router(events.router)
     ui.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     _install_errors(ui)
     return Guard(ui)

@@ -24,6 +24,7 @@ router = APIRouter()
 @router.get("/channels", response_class=HTMLResponse)
 async def channel_list(request: Request, admin: Admin, service: ServiceDep) -> Response:
     channels = await service.channels()
+    raw = request.query_params.get("notice", "")
     return render(
         request,
         "channels.html",
@@ -33,7 +34,8 @@ async def channel_list(request: Request, admin: Admin, service: ServiceDep) -> R
         health=await service.channel_health(),
         breakers={b["channel_id"]: b for b in await service.breakers()},
         kinds=service.kinds(),
-        notice=_notice(request.query_params.get("notice", ""), channels),
+        notice=_notice(raw, channels),
+        warnings=await _warnings(raw, channels, service),
     )
 
 
@@ -52,6 +54,16 @@ def _notice(raw: str, channels: list[Channel]) -> str:
     if action not in NOTICES or ident not in names:
         return ""
     return NOTICES[action].format(repr(names[ident]))
+
+
+async def _warnings(raw: str, channels: list[Channel], service: Service) -> list[str]:
+    """After a save, what would make the saved channel's sends fail (checked now, from the
+    stored channel: the query string only names which one)."""
+    action, _, ident = raw.partition(":")
+    saved = next((c for c in channels if str(c.id) == ident), None)
+    if action not in ("created", "saved") or saved is None:
+        return []
+    return await service.channel_warnings(saved)
 
 
 @router.get("/channels/new", response_class=HTMLResponse)

@@ -77,6 +77,7 @@ class AppriseAdapter(Adapter):
         flavour=Flavour.TEXT.value,
         default_rate_per_min=DEFAULT_RATE_PER_MIN,
         max_text_chars=DEFAULT_MAX_CHARS,
+        example={"urls": ["tgram://123456789:AAYour-Bot-Token/-1001234567890"]},
     )
 
     def check_config(self, config: dict[str, Any]) -> dict[str, Any]:

@@ -106,9 +106,20 @@ class EmailAdapter(Adapter):
         flavour=Flavour.HTML.value,
         default_rate_per_min=DEFAULT_RATE_PER_MIN,
         max_body_bytes=MAX_MESSAGE_BYTES,
+        example={
+            "host": "smtp.example.com",
+            "username": "alerts",
+            "password": "your-password",
+            "sender": "Tidings <alerts@example.com>",
+            "recipients": ["ops@example.com"],
+        },
     )
 
     # -- configuration --------------------------------------------------------------------
+
+    def destinations(self, config: Mapping[str, Any]) -> list[tuple[str, str]]:
+        host = config.get("host")
+        return [("host", host)] if isinstance(host, str) else []
 
     def check_config(self, config: dict[str, Any]) -> dict[str, Any]:
         if not _HOST.fullmatch(config["host"]):

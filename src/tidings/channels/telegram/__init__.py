@@ -73,6 +73,7 @@ class TelegramAdapter(ChatAdapter):
         flavour=Flavour.TELEGRAM_MARKDOWN_V2.value,
         default_rate_per_min=DEFAULT_RATE_PER_MIN,
         max_utf16_units=MAX_TEXT_UTF16,
+        example={"bot_token": "123456789:AAYour-Bot-Token", "chat_id": -1001234567890},
     )
     # A migrated chat costs a config write and a second post: the dispatcher's guard stays.
     bounded_by_http_timeout: ClassVar[bool] = False

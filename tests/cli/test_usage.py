@@ -1,0 +1,95 @@
+"""The command line as a new user meets it, through a real subprocess: the version, shell
+completion, help on every option with its default, and one-line usage errors."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+import typer
+
+import tidings
+from tests.cli.process import tidings_cli
+from tidings.cli import app
+
+
+def options() -> list[tuple[str, typer.core.TyperOption]]:
+    """Every option of every command, with the command's path."""
+    found: list[tuple[str, typer.core.TyperOption]] = []
+
+    def walk(command: object, path: str) -> None:
+        for param in getattr(command, "params", []):
+            if isinstance(param, typer.core.TyperOption) and not param.hidden:
+                found.append((path, param))
+        for name, sub in getattr(command, "commands", {}).items():
+            walk(sub, f"{path} {name}")
+
+    walk(typer.main.get_command(app), "tidings")
+    return found
+
+
+def test_version() -> None:
+    done = tidings_cli("--version")
+    assert done.returncode == 0
+    assert done.stdout.strip() == f"tidings {tidings.__version__}"
+    pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+    assert tomllib.loads(pyproject.read_text())["project"]["version"] == tidings.__version__
+
+
+def test_shell_completion_completes_commands() -> None:
+    done = tidings_cli(
+        env={"_TIDINGS_COMPLETE": "complete_bash", "COMP_WORDS": "tidings chan", "COMP_CWORD": "1"}
+    )
+    assert done.returncode == 0
+    assert done.stdout.split() == ["channel"]
+    shown = tidings_cli("--show-completion", env={"SHELL": "/bin/bash"})
+    assert shown.returncode == 0
+    assert "_TIDINGS_COMPLETE" in shown.stdout
+
+
+def test_every_option_has_help_and_shows_its_default() -> None:
+    missing = []
+    for path, option in options():
+        name = option.opts[0]
+        if name in ("--help", "--install-completion", "--show-completion"):
+            continue
+        text = option.help or ""
+        if not text.strip():
+            missing.append(f"{path} {name}: no help")
+            continue
+        flag = option.is_flag or option.is_bool_flag
+        shown = option.show_default is not False and option.default is not None
+        if not (flag or option.required or shown or "default:" in text or "required]" in text):
+            missing.append(f"{path} {name}: its default is not shown")
+    assert missing == []
+
+
+def test_settings_file_and_channel_config_options_cannot_be_confused() -> None:
+    names = {name for _, option in options() for name in option.opts}
+    assert "--config" in names  # the settings file, on every command
+    assert "--adapter-config" in names  # a channel's own config
+    assert "--config-json" not in names  # still accepted, no longer shown
+    settings = {o.help for _, o in options() if "--config" in o.opts}
+    assert all("Settings file" in (text or "") for text in settings)
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["channel", "list", "--bogus"], "No such option: --bogus"),
+        (["deliveries", "list", "--page", "abc"], "Invalid value for '--page'"),
+        (["token", "create", "--name", "x"], "Missing option '--scope'"),
+        (["nonsense"], "No such command"),
+    ],
+)
+def test_usage_errors_are_one_line(argv: list[str], said: str) -> None:
+    done = tidings_cli(*argv)
+    assert done.returncode == 2
+    assert done.stdout == ""
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("tidings: ")
+    assert said in lines[0]
+    assert "--help" in lines[0]  # where to look next
+    assert "╭" not in done.stderr
