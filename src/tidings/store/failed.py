@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
@@ -41,7 +42,7 @@ def _escalate(
 ) -> None:
     """One delivery of the same event to the failing channel's fallback (once: a delivery
     per event and channel is unique); the chain of channels is checked when saved."""
-    values = []
+    values: list[dict[str, Any]] = []
     pending: set[int] = set()
     for row in failed:
         channel = by_id.get(row.channel_id)
@@ -69,8 +70,8 @@ def _escalate(
         )
     if not values:
         return
-    for row, message_id in zip(values, new_message_ids(len(values)), strict=True):
-        row["message_id"] = message_id  # N1: every delivery row gets its own
+    for value, message_id in zip(values, new_message_ids(len(values)), strict=True):
+        value["message_id"] = message_id  # N1: every delivery row gets its own
     dialect = dialect_for(conn)
     insert = dialect.insert_ignoring_conflict(deliveries, "event_id", "channel_id")
     conn.execute(insert, values)
