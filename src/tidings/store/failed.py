@@ -14,9 +14,9 @@ from sqlalchemy.engine import Connection
 from tidings.core.model import Channel, EventInput
 from tidings.core.states import TRANSITIONS, SkipReason
 from tidings.store import operational, publishing, rows
-from tidings.store.publishing import new_message_ids
 from tidings.store.clock import TxClock
 from tidings.store.dialects import dialect_for
+from tidings.store.publishing import new_message_ids
 from tidings.store.schema import channels, deliveries, events
 
 
