@@ -55,7 +55,9 @@ async def test_ensure_refuses_what_every_path_refuses_and_writes_nothing(
 ) -> None:
     with pytest.raises(ValidationError, match=r"^config\.secrte: unknown field"):
         await hub.channels.ensure(name="hook", kind="webhook", config={"url": URL, "secrte": "x"})
-    with pytest.raises(ValidationError, match=r"^config\.secret: is a masked secret"):
+    with pytest.raises(
+        ValidationError, match=r"^config\.secret: is a mask that stands for no stored secret"
+    ):
         await hub.channels.ensure(
             name="hook", kind="webhook", config={"url": URL, "secret": mask(SECRET)}
         )

@@ -88,7 +88,9 @@ def channel_add(
     fields: dict[str, Any] = {
         "name": name,
         "kind": kind,
-        "config": json_object(settings_json, "--adapter-config"),
+        "config": json_object(
+            settings_json, "--adapter-config" if config_json is None else "--config-json"
+        ),
         "mode": mode,
         "filter": json_object(filter_json, "--filter-json"),
     }

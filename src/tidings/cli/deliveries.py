@@ -121,14 +121,30 @@ def deliveries_show(
 def deliveries_resend(
     delivery_id: Annotated[int | None, typer.Argument(help="One delivery (M1)")] = None,
     state: Annotated[
-        list[str] | None, typer.Option(help="failed or skipped (repeatable; default failed)")
+        list[str] | None,
+        typer.Option(help="failed or skipped (repeatable) \\[default: failed]"),
     ] = None,
-    channel_id: Annotated[int | None, typer.Option("--channel-id")] = None,
-    failure: Annotated[str | None, typer.Option(help="permanent, exhausted or expired")] = None,
-    event_kind: Annotated[str | None, typer.Option("--event-kind")] = None,
-    tenant: Annotated[str | None, typer.Option()] = None,
-    since: Annotated[datetime | None, typer.Option(help="Created at or after (ISO 8601)")] = None,
-    until: Annotated[datetime | None, typer.Option(help="Created at or before (ISO 8601)")] = None,
+    channel_id: Annotated[
+        int | None, typer.Option("--channel-id", help="Only this channel \\[default: any]")
+    ] = None,
+    failure: Annotated[
+        str | None,
+        typer.Option(help="permanent, exhausted or expired \\[default: any]"),
+    ] = None,
+    event_kind: Annotated[
+        str | None, typer.Option("--event-kind", help="Only this event kind \\[default: any]")
+    ] = None,
+    tenant: Annotated[
+        str | None, typer.Option(help="Only this tenant's deliveries \\[default: any]")
+    ] = None,
+    since: Annotated[
+        datetime | None,
+        typer.Option(help="Created at or after (ISO 8601) \\[default: no bound]"),
+    ] = None,
+    until: Annotated[
+        datetime | None,
+        typer.Option(help="Created at or before (ISO 8601) \\[default: no bound]"),
+    ] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Only count the matches")] = False,
     operator: Annotated[str, typer.Option(help="Who resends, for the audit row")] = "cli",
     request_id: Annotated[

@@ -34,15 +34,21 @@ def token_create(
     ],
     expires_in: Annotated[
         str | None,
-        typer.Option("--expires-in", help="Stop working after e.g. 90s, 12h, 30d, 2w [never]"),
+        typer.Option(
+            "--expires-in", help="Stop working after e.g. 90s, 12h, 30d, 2w \\[default: never]"
+        ),
     ] = None,
     kind: Annotated[
         list[str] | None,
-        typer.Option("--kind", help="worker: a kind it may ever lease (repeatable) [any]"),
+        typer.Option(
+            "--kind", help="worker: a kind it may ever lease (repeatable) \\[default: any]"
+        ),
     ] = None,
     tenant: Annotated[
         list[str] | None,
-        typer.Option("--tenant", help="worker: a tenant it may ever lease (repeatable) [any]"),
+        typer.Option(
+            "--tenant", help="worker: a tenant it may ever lease (repeatable) \\[default: any]"
+        ),
     ] = None,
     db: DbOption = None,
     config: ConfigOption = None,
