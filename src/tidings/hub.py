@@ -226,8 +226,9 @@ class Hub:
         *,
         page: int | None = None,
         page_size: int | None = None,
+        cursor: str | None = None,
     ) -> Page[DeliveryView]:
-        return await self.store.list_deliveries(query, page, page_size)
+        return await self.store.list_deliveries(query, page, page_size, cursor)
 
     async def delivery(self, delivery_id: int) -> DeliveryDetail:
         return await self.store.get_delivery(delivery_id)

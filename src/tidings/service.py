@@ -248,9 +248,14 @@ class Service:
     # -- deliveries -----------------------------------------------------------------------
 
     async def deliveries(
-        self, query: DeliveryQuery, page: int | None, page_size: int | None
+        self,
+        query: DeliveryQuery,
+        page: int | None,
+        page_size: int | None,
+        cursor: str | None = None,
     ) -> Page[DeliveryView]:
-        return await self.hub.deliveries(query, page=page, page_size=page_size)
+        """A history page: the one `cursor` points at, else page number `page`."""
+        return await self.hub.deliveries(query, page=page, page_size=page_size, cursor=cursor)
 
     async def delivery(self, delivery_id: int) -> DeliveryDetail:
         return await self.hub.delivery(delivery_id)

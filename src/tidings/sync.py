@@ -133,8 +133,11 @@ class SyncHub:
         *,
         page: int | None = None,
         page_size: int | None = None,
+        cursor: str | None = None,
     ) -> Page[DeliveryView]:
-        return self._loop.call(self._hub.deliveries(query, page=page, page_size=page_size))
+        return self._loop.call(
+            self._hub.deliveries(query, page=page, page_size=page_size, cursor=cursor)
+        )
 
     def delivery(self, delivery_id: int) -> DeliveryDetail:
         return self._loop.call(self._hub.delivery(delivery_id))

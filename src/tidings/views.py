@@ -73,6 +73,9 @@ def delivery_page(page: Page[DeliveryView]) -> dict[str, Any]:
         "total": page.total,
         "page": page.page,
         "page_size": page.page_size,
+        "total_is_estimate": page.total_is_estimate,
+        "next_cursor": page.next_cursor,
+        "prev_cursor": page.prev_cursor,
     }
 
 

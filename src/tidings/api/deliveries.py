@@ -49,8 +49,13 @@ async def list_deliveries(
     until: datetime | None = None,
     page: Paging = None,
     page_size: Paging = None,
+    # No length limit here: a long cursor is a bad cursor (400), like any other.
+    cursor: str | None = None,
 ) -> dict[str, Any]:
-    """Newest first; `page_size` outside 1..200 reads as 50 and `page` < 1 as 1."""
+    """Newest first; `page_size` outside 1..200 reads as 50 and `page` < 1 as 1. `cursor`
+    (an answer's `next_cursor` or `prev_cursor`) reads that page instead of `page`, as fast at
+    any depth; a cursor not from an answer is a 400. `total` is exact up to 10,000 rows and an
+    estimate beyond (`total_is_estimate`)."""
     query = DeliveryQuery(
         channel_id=channel_id,
         state=DeliveryState(state) if state else None,
@@ -59,7 +64,7 @@ async def list_deliveries(
         since=_utc(since, "since"),
         until=_utc(until, "until"),
     )
-    return views.delivery_page(await service.deliveries(query, page, page_size))
+    return views.delivery_page(await service.deliveries(query, page, page_size, cursor))
 
 
 @router.get(

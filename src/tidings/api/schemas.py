@@ -173,9 +173,14 @@ class DeliveryDetailOut(DeliveryViewOut):
 
 class DeliveryPage(BaseModel):
     items: list[DeliveryViewOut]
+    #: Exact up to 10,000 matching rows; beyond, an estimate (`total_is_estimate`).
     total: int
     page: int
     page_size: int
+    total_is_estimate: bool
+    #: Opaque: pass as `cursor` for the next (older) or previous (newer) page; null at an end.
+    next_cursor: str | None
+    prev_cursor: str | None
 
 
 class ReplayIn(Strict):

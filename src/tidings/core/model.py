@@ -288,6 +288,11 @@ class Page(Generic[T]):
     total: int
     page: int
     page_size: int
+    #: True when more rows match than are counted exactly: `total` is then an estimate.
+    total_is_estimate: bool = False
+    #: Opaque cursors of the next (older) and previous (newer) pages; None at either end.
+    next_cursor: str | None = None
+    prev_cursor: str | None = None
 
 
 DEFAULT_PAGE_SIZE = 50

@@ -1,12 +1,30 @@
-"""Reading history (M2): filtered, paged delivery lists and one delivery with its attempts."""
+"""Reading history (M2): filtered delivery lists paged by cursor (or by number for the first
+pages), their totals, and one delivery with its attempts.
+
+Pages are keyset pages over the delivery id, so any page costs what the first one does: each
+filter has an index that yields its rows in id order (see migration 0014). Totals are exact
+up to a bound and estimated beyond it, so a count never reads ten million rows.
+"""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, func, select
+from sqlalchemy import (
+    ClauseElement,
+    ColumnElement,
+    Executable,
+    Select,
+    func,
+    literal_column,
+    select,
+)
 from sqlalchemy.engine import Connection
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.compiler import SQLCompiler
 
+from tidings.core import cursor as cursors
 from tidings.core.errors import NotFound
 from tidings.core.model import (
     DeliveryDetail,
@@ -17,30 +35,139 @@ from tidings.core.model import (
     coerce_page,
 )
 from tidings.store import rows
-from tidings.store.schema import attempts, channels, deliveries, events
+from tidings.store.schema import attempts, channels, deliveries, events, is_ended, is_live
 
 d = deliveries
 _JOINED = d.join(channels, channels.c.id == d.c.channel_id).join(
     events, events.c.id == d.c.event_id
 )
+#: Totals up to this many rows are counted; beyond it they are estimated.
+EXACT_TOTAL_UP_TO = 10_000
+#: SQLite has no planner estimate: the share of matches among this many newest rows is
+#: scaled to the id range instead.
+_SQLITE_SAMPLE = 2_000
 
 
 def list_deliveries(
-    conn: Connection, query: DeliveryQuery, page: int | None, page_size: int | None
+    conn: Connection,
+    query: DeliveryQuery,
+    page: int | None,
+    page_size: int | None,
+    cursor: str | None = None,
+    exact_up_to: int = EXACT_TOTAL_UP_TO,
 ) -> Page[DeliveryView]:
-    used_page, used_size = coerce_page(page, page_size)
-    conditions = _conditions(query)
-    total = conn.scalar(select(func.count()).select_from(_JOINED).where(*conditions)) or 0
-    stmt: Select[Any] = (
-        select(*rows.VIEW_COLUMNS)
-        .select_from(_JOINED)
-        .where(*conditions)
-        .order_by(d.c.id.desc())
-        .limit(used_size)
-        .offset((used_page - 1) * used_size)
+    """A page newest first: the one `cursor` points at, else page number `page` (OFFSET)."""
+    at = cursors.decode(cursor) if cursor is not None else None
+    used_page, used_size = coerce_page(at.page if at else page, page_size)
+    if at is not None and not at.older:  # a previous page: read upwards, show newest first
+        found = _fetch(conn, query, d.c.id > at.after_id, False, 0, used_size + 1)
+        more_newer, items = len(found) > used_size, found[:used_size][::-1]
+        used_page = used_page if more_newer else 1
+        more_older = True
+    else:
+        bound = d.c.id < at.after_id if at is not None else None
+        skip = 0 if at is not None else (used_page - 1) * used_size
+        found = _fetch(conn, query, bound, True, skip, used_size + 1)
+        more_older, items = len(found) > used_size, found[:used_size]
+        more_newer = used_page > 1
+    total, estimated = count_matching(conn, query, exact_up_to)
+    return Page(
+        items=items,
+        total=total,
+        page=used_page,
+        page_size=used_size,
+        total_is_estimate=estimated,
+        next_cursor=_cursor(items[-1], True, used_page + 1) if items and more_older else None,
+        prev_cursor=_cursor(items[0], False, used_page - 1) if items and more_newer else None,
     )
-    items = [rows.delivery_view(r) for r in conn.execute(stmt).mappings()]
-    return Page(items=items, total=total, page=used_page, page_size=used_size)
+
+
+def _paths(query: DeliveryQuery) -> list[list[ColumnElement[bool]]]:
+    """The query's rows split among indexes that each give them in id order: a channel's live
+    rows and its ended ones have separate indexes; any other filter has one path."""
+    if query.channel_id is not None and query.state is None:
+        return [[is_live()], [is_ended()]]
+    return [[]]
+
+
+def _fetch(
+    conn: Connection,
+    query: DeliveryQuery,
+    bound: ColumnElement[bool] | None,
+    newest_first: bool,
+    skip: int,
+    count: int,
+) -> list[DeliveryView]:
+    """`count` rows after `skip`, each path read in index order and the answers merged."""
+    order = d.c.id.desc() if newest_first else d.c.id
+    base = select(*rows.VIEW_COLUMNS).select_from(_JOINED).where(*_conditions(query))
+    if bound is not None:
+        base = base.where(bound)
+    found: list[DeliveryView] = []
+    for path in _paths(query):
+        stmt = base.where(*path).order_by(order).limit(skip + count)
+        found.extend(rows.delivery_view(r) for r in conn.execute(stmt).mappings())
+    found.sort(key=lambda v: v.delivery.id, reverse=newest_first)
+    return found[skip : skip + count]
+
+
+def _cursor(view: DeliveryView, older: bool, page: int) -> str:
+    at = cursors.Cursor(after_id=view.delivery.id, older=older, page=max(1, page))
+    return cursors.encode(at)
+
+
+def count_matching(conn: Connection, query: DeliveryQuery, exact_up_to: int) -> tuple[int, bool]:
+    """How many rows match, and whether that is an estimate: a count that stops one row past
+    `exact_up_to`, and beyond it the planner's estimate (PostgreSQL) or a sampled one."""
+    source = d.join(events, events.c.id == d.c.event_id) if _needs_event(query) else d
+    matching = select(literal_column("1")).select_from(source).where(*_conditions(query))
+    counted = 0
+    for path in _paths(query):
+        bounded = matching.where(*path).limit(exact_up_to + 1).subquery()
+        counted += int(conn.scalar(select(func.count()).select_from(bounded)) or 0)
+    if counted <= exact_up_to:
+        return counted, False
+    if conn.dialect.name == "postgresql":
+        estimate = _planner_rows(conn, matching)
+    else:
+        estimate = _sampled_rows(conn, source, _conditions(query))
+    return max(estimate, exact_up_to + 1), True
+
+
+def _needs_event(query: DeliveryQuery) -> bool:
+    return query.event_kind is not None or query.tenant is not None
+
+
+class _Explain(Executable, ClauseElement):
+    """`EXPLAIN (FORMAT JSON)` of a statement, its parameters bound as usual."""
+
+    inherit_cache = False
+
+    def __init__(self, statement: Select[Any]) -> None:
+        self.statement = statement
+
+
+@compiles(_Explain)
+def _compile_explain(element: _Explain, compiler: SQLCompiler, **kw: Any) -> str:
+    return "EXPLAIN (FORMAT JSON) " + compiler.process(element.statement, **kw)
+
+
+def _planner_rows(conn: Connection, statement: Select[Any]) -> int:
+    plan = conn.scalar(_Explain(statement))
+    doc = json.loads(plan) if isinstance(plan, str | bytes) else plan
+    return int(doc[0]["Plan"]["Plan Rows"])
+
+
+def _sampled_rows(conn: Connection, source: Any, conditions: list[ColumnElement[bool]]) -> int:
+    low, high = conn.execute(select(func.min(d.c.id), func.max(d.c.id))).one()
+    if low is None:
+        return 0
+    span = int(high) - int(low) + 1
+    if not conditions:
+        return span
+    newest = d.c.id > int(high) - _SQLITE_SAMPLE
+    sampled = conn.scalar(select(func.count()).select_from(source).where(newest, *conditions))
+    return round(span * int(sampled or 0) / min(span, _SQLITE_SAMPLE))
 
 
 def _conditions(query: DeliveryQuery) -> list[ColumnElement[bool]]:
@@ -48,7 +175,8 @@ def _conditions(query: DeliveryQuery) -> list[ColumnElement[bool]]:
     if query.channel_id is not None:
         found.append(d.c.channel_id == query.channel_id)
     if query.state is not None:
-        found.append(d.c.state == query.state.value)
+        # A literal, so the planner can match a partial index whose predicate names states.
+        found.append(d.c.state == literal_column(f"'{query.state.value}'"))
     if query.event_kind is not None:
         found.append(events.c.kind == query.event_kind)
     if query.tenant is not None:

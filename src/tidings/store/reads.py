@@ -35,6 +35,9 @@ from tidings.store.runner import Runner
 
 
 class Reads(Runner):
+    #: History totals up to this many rows are exact, beyond it estimated (M2).
+    exact_total_up_to: int = history.EXACT_TOTAL_UP_TO
+
     # -- channels -------------------------------------------------------------------------
 
     async def get_channel(self, channel_id: int) -> Channel:
@@ -53,9 +56,14 @@ class Reads(Runner):
         query: DeliveryQuery | None = None,
         page: int | None = None,
         page_size: int | None = None,
+        cursor: str | None = None,
     ) -> Page[DeliveryView]:
+        """The page `cursor` (from an earlier answer) points at, else page number `page`."""
+        limit = self.exact_total_up_to
+
         def op(conn: Connection, _clock: TxClock) -> Page[DeliveryView]:
-            return history.list_deliveries(conn, query or DeliveryQuery(), page, page_size)
+            chosen = query or DeliveryQuery()
+            return history.list_deliveries(conn, chosen, page, page_size, cursor, limit)
 
         return await self._run(op, read_only=True)
 

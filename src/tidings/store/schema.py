@@ -32,7 +32,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.sql.elements import ColumnElement
 
 from tidings.core.message_id import MAX_CHARS as MAX_MESSAGE_ID_CHARS
-from tidings.core.states import CLAIMABLE
+from tidings.core.states import CLAIMABLE, FINAL, State
 
 NAMING = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -103,6 +103,14 @@ events = Table(
     Column("traceparent", String(55)),
     UniqueConstraint("idempotency_key"),
     Index(None, "created_at"),
+    # History filters by kind and by tenant (M2, migration 0014).
+    Index(None, "kind"),
+    Index(
+        None,
+        "tenant",
+        postgresql_where=text("tenant IS NOT NULL"),
+        sqlite_where=text("tenant IS NOT NULL"),
+    ),
 )
 
 channels = Table(
@@ -140,6 +148,11 @@ channels = Table(
 #: The live (claimable) states, in a fixed order, as the claim index's predicate names them.
 LIVE_STATES = tuple(sorted(s.value for s in CLAIMABLE))
 _LIVE_PREDICATE = "state IN (" + ", ".join(f"'{s}'" for s in LIVE_STATES) + ")"
+#: The final states, and those of them but sent: few rows, and what an operator looks for.
+ENDED_STATES = tuple(sorted(s.value for s in FINAL))
+ENDED_NOT_SENT = tuple(s for s in ENDED_STATES if s != State.SENT.value)
+_ENDED_PREDICATE = "state IN (" + ", ".join(f"'{s}'" for s in ENDED_STATES) + ")"
+_ENDED_NOT_SENT = "state IN (" + ", ".join(f"'{s}'" for s in ENDED_NOT_SENT) + ")"
 
 deliveries = Table(
     "deliveries",
@@ -186,10 +199,42 @@ deliveries = Table(
         postgresql_where=text(_LIVE_PREDICATE),
         sqlite_where=text(_LIVE_PREDICATE),
     ),
-    Index(None, "channel_id", "state"),
-    Index(None, "state"),
-    Index(None, "created_at"),
+    # History's access paths (M2, migration 0014), each in id order for keyset pages: a
+    # channel's ended rows (its live ones are in ix_deliveries_live_by_id); failed and skipped
+    # rows by state (sent ones, nearly all rows, are read along the primary key). Every index
+    # gains an entry at each state change of a row its predicate admits: ended rows only, so
+    # the send path writes here once per message, and a digest claim cannot take this one
+    # for the index of live rows.
+    Index(
+        "ix_deliveries_ended_by_channel",
+        "channel_id",
+        "id",
+        postgresql_where=text(_ENDED_PREDICATE),
+        sqlite_where=text(_ENDED_PREDICATE),
+    ),
+    Index(
+        "ix_deliveries_ended_by_state",
+        "state",
+        "id",
+        postgresql_where=text(_ENDED_NOT_SENT),
+        sqlite_where=text(_ENDED_NOT_SENT),
+    ),
+    # Time ranges and retention. BRIN on PostgreSQL: rows arrive in time order, and an update
+    # rarely changes a block range's summary, so it writes nothing here.
+    Index(None, "created_at", postgresql_using="brin"),
+    # A delivery's detail names the rows it escalated to; few rows have one.
+    Index(
+        None,
+        "fallback_of",
+        postgresql_where=text("fallback_of IS NOT NULL"),
+        sqlite_where=text("fallback_of IS NOT NULL"),
+    ),
 )
+
+
+def is_ended() -> ColumnElement[bool]:
+    """`deliveries.state IN ('failed', 'sent', 'skipped')` with literals, like `is_live`."""
+    return deliveries.c.state.in_([literal_column(f"'{s}'") for s in ENDED_STATES])
 
 
 def is_live() -> ColumnElement[bool]:
@@ -216,6 +261,8 @@ attempts = Table(
     Column("started_at", UTCDateTime, nullable=False),
     Column("finished_at", UTCDateTime, nullable=False),
     Index(None, "delivery_id"),
+    # The dashboard's hourly chart (BRIN on PostgreSQL: attempts are written in time order).
+    Index(None, "finished_at", postgresql_using="brin"),
 )
 
 resends = Table(
