@@ -1,8 +1,8 @@
 """Aggregates the admin UI shows: channel health, deliveries by state, attempts per hour over a
 day, and the failed rows a history filter matches (bulk resend).
 
-Portable SQLAlchemy Core only: hour buckets are computed in Python and counted with
-`CASE` sums, so SQLite and PostgreSQL run the same statements.
+Portable SQLAlchemy Core but for the hour of a timestamp, which each backend computes its own
+way. Counts that could read every row are bounded (see `history.count_matching`).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import ColumnElement, and_, case, func, select, type_coerce
+from sqlalchemy import BigInteger, ColumnElement, case, cast, func, select, type_coerce
 from sqlalchemy.engine import Connection
 
 from tidings.core.model import DeliveryQuery
@@ -19,8 +19,9 @@ from tidings.store.clock import TxClock
 
 # The history list's own filter, so a bulk resend preview counts exactly what the list shows.
 from tidings.store.history import _JOINED as HISTORY_ROWS
+from tidings.store.history import EXACT_TOTAL_UP_TO, count_matching
 from tidings.store.history import _conditions as history_conditions
-from tidings.store.schema import UTCDateTime, attempts, channels, deliveries
+from tidings.store.schema import UTCDateTime, attempts, channels, deliveries, is_live
 
 d = deliveries
 a = attempts
@@ -92,31 +93,58 @@ def channel_health(conn: Connection, clock: TxClock) -> dict[int, ChannelHealth]
     return found
 
 
-def state_counts(conn: Connection) -> dict[str, int]:
-    """Every state with its number of deliveries (zero included)."""
+def state_counts(conn: Connection, exact_up_to: int = EXACT_TOTAL_UP_TO) -> dict[str, int]:
+    """Every state with its number of deliveries (zero included): live states counted, the
+    others exact up to `exact_up_to` and estimated beyond it, like the history's totals, so
+    the dashboard never reads every row ever sent."""
     counts = {state.value: 0 for state in State}
-    for state, n in conn.execute(select(d.c.state, func.count()).group_by(d.c.state)):
+    live = select(d.c.state, func.count()).where(is_live()).group_by(d.c.state)
+    for state, n in conn.execute(live):
         counts[str(state)] = int(n)
+    for state in (State.FAILED, State.SKIPPED):
+        counts[state.value] = count_matching(conn, DeliveryQuery(state=state), exact_up_to)[0]
+    everything = count_matching(conn, DeliveryQuery(), exact_up_to)[0]
+    counts[State.SENT.value] = max(0, everything - sum(counts.values()))
     return counts
 
 
 def hourly_attempts(conn: Connection, clock: TxClock, hours: int) -> list[HourBucket]:
-    """Delivered and failed attempts per hour, oldest hour first, the last one ending now."""
+    """Delivered and failed attempts per hour, oldest hour first, the last one ending now.
+
+    One pass over the attempts of those hours (found by the index on finish time), grouped
+    by hour and status."""
     now = clock.now()
     end = now.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
-    starts = [end - timedelta(hours=hours - i) for i in range(hours)]
-    columns: list[ColumnElement[int]] = []
-    for start in starts:
-        within = and_(a.c.finished_at >= start, a.c.finished_at < start + timedelta(hours=1))
-        delivered = and_(within, a.c.status == AttemptStatus.DELIVERED.value)
-        failed = and_(within, a.c.status.in_(FAILED_ATTEMPTS))
-        columns.append(func.sum(case((delivered, 1), else_=0)))
-        columns.append(func.sum(case((failed, 1), else_=0)))
-    row = conn.execute(select(*columns).where(a.c.finished_at >= starts[0])).one()
-    return [
-        HourBucket(start, int(row[2 * i] or 0), int(row[2 * i + 1] or 0))
-        for i, start in enumerate(starts)
-    ]
+    first = end - timedelta(hours=hours)
+    bucket = _hour_of(conn, first)
+    stmt = (
+        select(bucket, a.c.status, func.count())
+        .where(
+            a.c.finished_at >= first,
+            a.c.finished_at < end,
+            a.c.status.in_((AttemptStatus.DELIVERED.value, *FAILED_ATTEMPTS)),
+        )
+        .group_by(bucket, a.c.status)
+    )
+    sent, failed = [0] * hours, [0] * hours
+    for hour, status, n in conn.execute(stmt):
+        if not 0 <= int(hour) < hours:
+            continue
+        tally = sent if status == AttemptStatus.DELIVERED.value else failed
+        tally[int(hour)] += int(n)
+    return [HourBucket(first + timedelta(hours=i), sent[i], failed[i]) for i in range(hours)]
+
+
+def _hour_of(conn: Connection, first: datetime) -> ColumnElement[int]:
+    """Whole hours from `first` to an attempt's finish, in whole seconds on both backends
+    (SQLite keeps UTC text; `first` is on the hour, so truncating seconds keeps the hour)."""
+    start = int(first.timestamp())
+    if conn.dialect.name == "postgresql":
+        epoch = func.floor(func.extract("epoch", a.c.finished_at))
+    else:
+        epoch = func.strftime("%s", a.c.finished_at)
+    seconds: ColumnElement[int] = cast(epoch, BigInteger)
+    return ((seconds - start) // 3600).label("hour")
 
 
 def failed_ids(conn: Connection, query: DeliveryQuery, limit: int) -> tuple[list[int], int]:

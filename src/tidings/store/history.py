@@ -120,7 +120,9 @@ def count_matching(conn: Connection, query: DeliveryQuery, exact_up_to: int) -> 
     """How many rows match, and whether that is an estimate: a count that stops one row past
     `exact_up_to`, and beyond it the planner's estimate (PostgreSQL) or a sampled one."""
     source = d.join(events, events.c.id == d.c.event_id) if _needs_event(query) else d
-    matching = select(literal_column("1")).select_from(source).where(*_conditions(query))
+    matching: Select[Any] = (
+        select(literal_column("1")).select_from(source).where(*_conditions(query))
+    )
     counted = 0
     for path in _paths(query):
         bounded = matching.where(*path).limit(exact_up_to + 1).subquery()

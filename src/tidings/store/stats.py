@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import func, select
+from sqlalchemy import func, literal_column, select
 from sqlalchemy.engine import Connection
 
 from tidings.core.states import State
@@ -26,7 +26,8 @@ def oldest_pending_by_channel(conn: Connection) -> list[tuple[str, datetime]]:
     stmt = (
         select(channels.c.name, func.min(d.c.created_at))
         .select_from(d.join(channels, channels.c.id == d.c.channel_id))
-        .where(d.c.state == State.PENDING.value)
+        # A literal, so the planner can read the index of live rows (a partial index).
+        .where(d.c.state == literal_column(f"'{State.PENDING.value}'"))
         .group_by(channels.c.name)
     )
     return [(str(name), oldest) for name, oldest in conn.execute(stmt)]
