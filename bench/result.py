@@ -17,12 +17,27 @@ class Counts:
     publish_batches: int
     latency: int
     digest: int
+    #: deliveries bulk-built for the history scenario, on PostgreSQL and on SQLite
+    history_pg: int = 10_000_000
+    history_sqlite: int = 1_000_000
+    #: repetitions of each history read (p95 of them), and messages per WAL run
+    history_reps: int = 20
+    history_wal: int = 5000
 
     @classmethod
     def make(cls, quick: bool) -> Counts:
         if quick:
             return cls(
-                raw=2000, e2e=2000, publish_single=200, publish_batches=3, latency=30, digest=10_000
+                raw=2000,
+                e2e=2000,
+                publish_single=200,
+                publish_batches=3,
+                latency=30,
+                digest=10_000,
+                history_pg=20_000,
+                history_sqlite=20_000,
+                history_reps=3,
+                history_wal=500,
             )
         return cls(
             raw=20_000,

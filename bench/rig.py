@@ -21,3 +21,5 @@ class Rig:
     rounds: int
     #: every paired run of raw (deliveries/s), for the table's `raw` row
     raws: list[float] = field(default_factory=list)
+    #: keep the history scenario's bulk-built PostgreSQL database between runs
+    keep_history: bool = False

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import sys
 import tempfile
@@ -19,7 +20,7 @@ from bench.peers.scenario import scenario_peers
 from bench.processes import ROOT, Sink
 from bench.result import Counts, Result
 from bench.rig import Rig
-from bench.scenarios import digest, e2e, latency, publish, raw, roundtrips
+from bench.scenarios import digest, e2e, history, latency, publish, raw, roundtrips
 
 RESULTS = ROOT / "bench" / "results"
 
@@ -31,6 +32,7 @@ SCENARIOS: dict[str, Callable[[Rig], list[Result]]] = {
     "latency": latency.run,
     "digest": digest.run,
     "roundtrips": roundtrips.run,
+    "history": history.run,
     "peers": scenario_peers,
 }
 
@@ -44,6 +46,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         type=int,
         default=None,
         help="runs of each e2e variant, each paired with a run of raw (default 3, quick 1)",
+    )
+    parser.add_argument(
+        "--keep-history-data",
+        action="store_true",
+        help="keep the history scenario's bulk-built PostgreSQL database for the next run",
+    )
+    parser.add_argument(
+        "--history-rows",
+        type=int,
+        default=None,
+        help="deliveries the history scenario builds on PostgreSQL (default 10,000,000)",
     )
     return parser.parse_args(argv)
 
@@ -65,7 +78,9 @@ def run_scenarios(rig: Rig, only: set[str]) -> list[Result]:
 
 
 @contextlib.contextmanager
-def open_rig(pg: Postgres, counts: Counts, rounds: int) -> Iterator[Rig]:
+def open_rig(
+    pg: Postgres, counts: Counts, rounds: int, keep_history: bool = False
+) -> Iterator[Rig]:
     """The sink and a temporary directory around a run; both gone, and every database made
     on `pg` dropped, on the way out."""
     sink: Sink | None = None
@@ -73,7 +88,7 @@ def open_rig(pg: Postgres, counts: Counts, rounds: int) -> Iterator[Rig]:
         sink = Sink()
         print(f"bench: {pg.where}, PostgreSQL {pg.version}; sink on port {sink.port}", flush=True)
         with tempfile.TemporaryDirectory(prefix="tidings-bench-") as tmpdir:
-            yield Rig(pg, sink, counts, Path(tmpdir), rounds)
+            yield Rig(pg, sink, counts, Path(tmpdir), rounds, keep_history=keep_history)
     finally:
         if sink is not None:
             sink.stop()
@@ -87,7 +102,9 @@ def main(argv: list[str] | None = None) -> int:
     rounds = args.rounds or (1 if args.quick else 3)
     began = time.monotonic()
     pg = Postgres()
-    with open_rig(pg, counts, rounds) as rig:
+    if args.history_rows:
+        counts = dataclasses.replace(counts, history_pg=args.history_rows)
+    with open_rig(pg, counts, rounds, args.keep_history_data) as rig:
         results = run_scenarios(rig, only)
         raws = rig.raws
     report.ratios_to_raw(results, raws)
