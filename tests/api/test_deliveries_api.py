@@ -99,3 +99,29 @@ async def test_detail_and_resend_once_per_idempotency_key(api: Api) -> None:
     assert conflict.status_code == 409
     missing = await api.client.post("/v1/deliveries/4242/resend", headers=api.admin)
     assert missing.status_code == 404
+
+
+async def test_m2_history_pages_by_cursor_and_refuses_a_bad_one(api: Api) -> None:
+    ids = await _setup(api, 5)
+    url = "/v1/deliveries"
+    first = (await api.client.get(url, params={"page_size": 2}, headers=api.read)).json()
+    assert (first["total"], first["total_is_estimate"], first["prev_cursor"]) == (5, False, None)
+    seen = [d["id"] for d in first["items"]]
+    page = first
+    while page["next_cursor"]:
+        answer = await api.client.get(
+            url, params={"page_size": 2, "cursor": page["next_cursor"]}, headers=api.read
+        )
+        page = answer.json()
+        seen.extend(d["id"] for d in page["items"])
+    assert seen == sorted(ids, reverse=True)
+    assert page["page"] == 3
+    back = await api.client.get(url, params={"cursor": page["prev_cursor"]}, headers=api.read)
+    assert back.json()["items"][-1]["id"] == seen[3]
+    for bad in ("bogus", "e30", "x" * 5000):
+        refused = await api.client.get(url, params={"cursor": bad}, headers=api.read)
+        assert refused.status_code == 400
+        assert refused.json()["error"]["code"] == "bad_cursor"
+        assert "Traceback" not in refused.text
+    unauthorised = await api.client.get(url, params={"cursor": first["next_cursor"]})
+    assert unauthorised.status_code == 401

@@ -125,6 +125,27 @@ def test_channels_publish_and_history(capsys: pytest.CaptureFixture[str], db_url
     assert code == 0
 
 
+def test_deliveries_list_pages_by_the_cursor_it_prints(
+    capsys: pytest.CaptureFixture[str], db_url: str
+) -> None:
+    assert run(capsys, "channel", "add", "--name", "ops", "--kind", "inbox", "--db", db_url)[0] == 0
+    for i in range(5):
+        run(capsys, "publish", "--kind", "a.b", "--subject", f"s{i}", "--db", db_url)
+    argv = ["deliveries", "list", "--page-size", "2", "--db", db_url]
+    for expected_page in (1, 2, 3):
+        code, out, err = run(capsys, *argv)
+        assert code == 0, err
+        assert f"page {expected_page} of 3, 5 in all" in out
+        older = [line for line in out.splitlines() if line.startswith("older: --cursor ")]
+        if expected_page < 3:
+            argv = [*argv[:6], "--cursor", older[0].split()[-1]]
+        else:
+            assert older == []
+            assert "newer: --cursor " in out
+    code, out, _ = run(capsys, *argv, "--json")
+    assert json.loads(out)["next_cursor"] is None
+
+
 def test_publish_from_a_json_file(
     capsys: pytest.CaptureFixture[str], db_url: str, tmp_path: Path
 ) -> None:
@@ -150,6 +171,7 @@ def test_publish_from_a_json_file(
         (["deliveries", "show", "999"], "delivery 999 not found"),
         (["deliveries", "resend", "999"], "not found"),
         (["deliveries", "list", "--state", "lost"], "unknown state"),
+        (["deliveries", "list", "--cursor", "bogus"], "cursor: not a cursor"),
         (["token", "create", "--name", "x", "--scope", "root"], "scope"),
         (["publish", "--json", "/nonexistent.json"], "cannot read"),
     ],

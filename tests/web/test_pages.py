@@ -103,6 +103,34 @@ async def test_history_filters_and_pages(logged_in: Ui) -> None:
     assert "Ignored filter" in bad.text
 
 
+def _link(html: str, rel: str) -> str | None:
+    found = re.search(rf'href="([^"]+)" rel="{rel}"', html)
+    return found.group(1).replace("&amp;", "&") if found else None
+
+
+async def test_history_pages_by_cursor_links_older_and_back_newer(logged_in: Ui) -> None:
+    await populate(logged_in)
+    client = logged_in.client
+    everything = ids_in((await client.get("/ui/deliveries")).text)
+    page = (await client.get("/ui/deliveries", params={"page_size": 4, "state": ""})).text
+    pages = [ids_in(page)]
+    while (older := _link(page, "next")) is not None:
+        assert "cursor=" in older
+        page = (await client.get(older)).text
+        pages.append(ids_in(page))
+        assert f"page {len(pages)} of 4" in page
+    assert [i for p in pages for i in p] == everything
+    back = [ids_in(page)]
+    while (newer := _link(page, "prev")) is not None:
+        page = (await client.get(newer)).text
+        back.append(ids_in(page))
+    assert back[::-1] == pages
+    bad = await client.get("/ui/deliveries", params={"cursor": "bogus"})
+    assert bad.status_code == 200
+    assert "Ignored filter — cursor:" in bad.text
+    assert ids_in(bad.text) == everything
+
+
 async def test_the_live_partial_carries_only_the_live_regions(logged_in: Ui) -> None:
     await populate(logged_in)
     partial = await logged_in.client.get("/ui/deliveries", params={"partial": 1, "state": "sent"})

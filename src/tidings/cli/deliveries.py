@@ -58,6 +58,10 @@ def deliveries_list(
     ] = None,
     page: Annotated[int, typer.Option(help="Page number, from 1")] = 1,
     page_size: Annotated[int, typer.Option("--page-size", help="Rows per page, 1 to 200")] = 50,
+    cursor: Annotated[
+        str | None,
+        typer.Option(help="The page a cursor printed by an earlier list leads to (not --page)"),
+    ] = None,
     db: DbOption = None,
     config: ConfigOption = None,
     as_json: JsonFlag = False,
@@ -68,7 +72,9 @@ def deliveries_list(
     query = DeliveryQuery(
         channel_id=channel_id, state=State(state) if state else None, event_kind=event_kind
     )
-    result = with_runtime(db, config, lambda rt: rt.service.deliveries(query, page, page_size))
+    result = with_runtime(
+        db, config, lambda rt: rt.service.deliveries(query, page, page_size, cursor)
+    )
     if as_json:
         print_json(views.delivery_page(result))
         return
@@ -85,8 +91,13 @@ def deliveries_list(
             (d.last_error or "")[:60],
         )
     console.print(table)
-    pages = max(1, -(-result.total // result.page_size))
-    typer.echo(f"page {result.page} of {pages}, {result.total} in all")
+    pages = max(result.page, -(-result.total // result.page_size))
+    about = "about " if result.total_is_estimate else ""
+    typer.echo(f"page {result.page} of {about}{pages}, {about}{result.total} in all")
+    if result.next_cursor:
+        typer.echo(f"older: --cursor {result.next_cursor}")
+    if result.prev_cursor:
+        typer.echo(f"newer: --cursor {result.prev_cursor}")
 
 
 @deliveries_app.command("show")

@@ -10,6 +10,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
+from tidings.core.cursor import BadCursor
 from tidings.core.errors import Conflict, NotFound
 from tidings.core.model import DeliveryDetail
 from tidings.core.states import RESENDABLE
@@ -27,10 +28,13 @@ RESENDABLE_STATES = frozenset(s.value for s in RESENDABLE)
 async def history(request: Request, admin: Admin, service: ServiceDep) -> Response:
     filters = read_filters(request.query_params)
     q = request.query_params
-    result = await service.deliveries(
-        filters.query, page_number(q.get("page")), page_number(q.get("page_size"))
-    )
-    pages = max(1, -(-result.total // result.page_size))
+    page, page_size = page_number(q.get("page")), page_number(q.get("page_size"))
+    try:
+        result = await service.deliveries(filters.query, page, page_size, q.get("cursor"))
+    except BadCursor as error:  # an edited or stale link: the first page, and why
+        filters.errors.append(error.message)
+        result = await service.deliveries(filters.query, None, page_size)
+    pages = max(result.page, -(-result.total // result.page_size))
     context: dict[str, Any] = {
         "admin": admin,
         "section": "deliveries",
