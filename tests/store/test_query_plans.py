@@ -8,13 +8,17 @@ every claim slower than the last.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
+import pytest
 from sqlalchemy import event
 
 import tidings
 from tests.store.helpers import channel, claim, publish
+from tidings.core.model import DeliveryQuery
+from tidings.core.states import State
+from tidings.store import history
 
 
 async def _lease_sql(hub: tidings.Hub) -> tuple[str, Any]:
@@ -141,3 +145,113 @@ async def test_looking_for_due_channels_reads_the_claim_index(hub: tidings.Hub) 
         assert "ix_deliveries_claimable" in plan, plan
         assert "Seq Scan on deliveries" not in plan, plan
     assert [c.id for c in await hub.store.due_channels()] == [ch.id]
+
+
+async def _plans(hub: tidings.Hub, action: Any) -> list[tuple[str, str]]:
+    """Each SELECT `action` sent (reads of deliveries, events or attempts), with its plan."""
+    seen: list[tuple[str, Any]] = []
+
+    def capture(_conn: Any, _cursor: Any, sql: str, params: Any, *_rest: Any) -> None:
+        reads = ("FROM deliveries", "FROM attempts")
+        if sql.lstrip().upper().startswith("SELECT") and any(r in sql for r in reads):
+            seen.append((sql, params))
+
+    engine = hub.store.sync_engine
+    event.listen(engine, "before_cursor_execute", capture)
+    try:
+        await action()
+    finally:
+        event.remove(engine, "before_cursor_execute", capture)
+    assert seen
+    return [(sql, await _plan(hub, sql, params)) for sql, params in seen]
+
+
+def _no_table_scan(hub: tidings.Hub, sql: str, plan: str) -> None:
+    """Neither a scan of every row nor a sort of every match: a keyset page must stop after
+    the rows it returns, and a count after the rows it counts."""
+    if hub.store.backend == "sqlite":
+        # A bare `SCAN deliveries` is the walk along the primary key (rowid order), which a
+        # page's LIMIT stops; the other tables are only ever searched, never scanned.
+        assert "SCAN events" not in plan, (sql, plan)
+        assert "SCAN attempts" not in plan, (sql, plan)
+        assert "TEMP B-TREE FOR ORDER BY" not in plan or "LIMIT" not in sql, (sql, plan)
+    else:
+        assert "Seq Scan on deliveries" not in plan, (sql, plan)
+        assert "Seq Scan on events" not in plan, (sql, plan)
+        assert "Seq Scan on attempts" not in plan, (sql, plan)
+
+
+async def _history_rows(hub: tidings.Hub) -> None:
+    await channel(hub)
+    await publish(hub, 40, tenant="acme")
+    async with hub.store.engine.begin() as conn:
+        await conn.exec_driver_sql("UPDATE deliveries SET state = 'sent' WHERE id % 2 = 0")
+        await conn.exec_driver_sql("UPDATE deliveries SET state = 'failed' WHERE id % 7 = 0")
+        if hub.store.backend == "postgresql":
+            await conn.exec_driver_sql("ANALYZE deliveries")
+
+
+# Each history filter with the index that gives its rows in id order (None: the primary key).
+HISTORY_PATHS: list[tuple[str, dict[str, Any], list[str]]] = [
+    ("none", {}, []),
+    ("channel", {"channel_id": 1}, ["ix_deliveries_live_by_id", "ix_deliveries_ended_by_channel"]),
+    ("failed", {"state": State.FAILED}, ["ix_deliveries_ended_by_state"]),
+    ("skipped", {"state": State.SKIPPED}, ["ix_deliveries_ended_by_state"]),
+    ("pending", {"state": State.PENDING}, []),
+    ("sent", {"state": State.SENT}, []),
+    ("kind", {"event_kind": "finding.created"}, []),
+    ("tenant", {"tenant": "acme"}, []),
+    ("since", {"since": datetime(2020, 1, 1, tzinfo=UTC)}, []),
+    ("until", {"until": datetime(2999, 1, 1, tzinfo=UTC)}, []),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "fields", "indexes"), HISTORY_PATHS, ids=[p[0] for p in HISTORY_PATHS]
+)
+async def test_m2_every_history_filter_reads_an_index(
+    hub: tidings.Hub,
+    name: str,
+    fields: dict[str, Any],
+    indexes: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # On SQLite a kind or tenant this common (40 events) is paged along the primary key.
+    monkeypatch.setattr(history, "_SQLITE_COMMON_EVENTS", 10)
+    await _history_rows(hub)
+    hub.store.exact_total_up_to = 5  # the estimate's statement too
+    query = DeliveryQuery(**fields)
+    first = await hub.deliveries(query, page_size=3)
+    plans = await _plans(hub, lambda: hub.deliveries(query, page_size=3, cursor=first.next_cursor))
+    for sql, plan in plans:
+        _no_table_scan(hub, sql, plan)
+    joined = "\n".join(plan for _, plan in plans)
+    for index in indexes:
+        assert index in joined, (name, joined)
+
+
+async def test_m2_a_rare_kind_on_sqlite_reads_its_events_by_index(hub: tidings.Hub) -> None:
+    await _history_rows(hub)
+    query = DeliveryQuery(event_kind="finding.created")  # 40 events: rare enough
+    plans = await _plans(hub, lambda: hub.deliveries(query, page_size=3))
+    joined = "\n".join(plan for _, plan in plans)
+    if hub.store.backend == "sqlite":
+        assert "ix_events_kind" in joined, joined
+        assert "SCAN deliveries" not in joined, joined
+
+
+async def test_the_dashboard_and_a_delivery_s_detail_read_indexes(hub: tidings.Hub) -> None:
+    await _history_rows(hub)
+    hub.store.exact_total_up_to = 5
+    store = hub.store
+    plans = [
+        *await _plans(hub, store.state_counts),
+        *await _plans(hub, lambda: store.hourly_attempts(24)),
+        *await _plans(hub, store.oldest_pending),
+        *await _plans(hub, lambda: store.get_delivery(3)),
+    ]
+    for sql, plan in plans:
+        _no_table_scan(hub, sql, plan)
+    joined = "\n".join(plan for _, plan in plans)
+    for index in ("ix_attempts_finished_at", "ix_deliveries_fallback_of"):
+        assert index in joined, joined

@@ -16,6 +16,7 @@ from sqlalchemy import (
     ColumnElement,
     Executable,
     Select,
+    String,
     func,
     literal_column,
     select,
@@ -34,8 +35,17 @@ from tidings.core.model import (
     PublishResult,
     coerce_page,
 )
+from tidings.core.states import CLAIMABLE, State
 from tidings.store import rows
-from tidings.store.schema import attempts, channels, deliveries, events, is_ended, is_live
+from tidings.store.schema import (
+    attempts,
+    channels,
+    deliveries,
+    events,
+    is_ended,
+    is_ended_not_sent,
+    is_live,
+)
 
 d = deliveries
 _JOINED = d.join(channels, channels.c.id == d.c.channel_id).join(
@@ -100,7 +110,8 @@ def _fetch(
 ) -> list[DeliveryView]:
     """`count` rows after `skip`, each path read in index order and the answers merged."""
     order = d.c.id.desc() if newest_first else d.c.id
-    base = select(*rows.VIEW_COLUMNS).select_from(_JOINED).where(*_conditions(query))
+    walk = _walk_ids_on_sqlite(conn, query)
+    base = select(*rows.VIEW_COLUMNS).select_from(_JOINED).where(*_conditions(query, walk))
     if bound is not None:
         base = base.where(bound)
     found: list[DeliveryView] = []
@@ -140,6 +151,25 @@ def _needs_event(query: DeliveryQuery) -> bool:
     return query.event_kind is not None or query.tenant is not None
 
 
+#: On SQLite, a kind or tenant with at least this many events is paged along the primary key.
+_SQLITE_COMMON_EVENTS = 2_000
+
+
+def _walk_ids_on_sqlite(conn: Connection, query: DeliveryQuery) -> bool:
+    """Whether an event filter on SQLite should walk deliveries in id order (the filter is
+    common: a page is found among the next few rows) rather than take its events by index
+    and sort their deliveries (a rare one). SQLite keeps no statistics per value to choose
+    by, so this asks the index how many events there are, up to a bound; PostgreSQL's planner
+    chooses by its own statistics."""
+    if conn.dialect.name != "sqlite" or not _needs_event(query):
+        return False
+    matching: Select[Any] = (
+        select(literal_column("1")).select_from(events).where(*_event_conditions(query))
+    )
+    bounded = matching.limit(_SQLITE_COMMON_EVENTS).subquery()
+    return int(conn.scalar(select(func.count()).select_from(bounded)) or 0) >= _SQLITE_COMMON_EVENTS
+
+
 class _Explain(Executable, ClauseElement):
     """`EXPLAIN (FORMAT JSON)` of a statement, its parameters bound as usual."""
 
@@ -172,17 +202,34 @@ def _sampled_rows(conn: Connection, source: Any, conditions: list[ColumnElement[
     return round(span * int(sampled or 0) / min(span, _SQLITE_SAMPLE))
 
 
-def _conditions(query: DeliveryQuery) -> list[ColumnElement[bool]]:
+def _event_conditions(query: DeliveryQuery, unindexed: bool = False) -> list[ColumnElement[bool]]:
+    """The filters on the event; `unindexed` writes them so SQLite uses no index for them
+    (a unary plus on the column)."""
+    kind: ColumnElement[str] = events.c.kind
+    tenant: ColumnElement[str] = events.c.tenant
+    if unindexed:
+        kind = literal_column("+events.kind", String)
+        tenant = literal_column("+events.tenant", String)
     found: list[ColumnElement[bool]] = []
+    if query.event_kind is not None:
+        found.append(kind == query.event_kind)
+    if query.tenant is not None:
+        found.append(tenant == query.tenant)
+    return found
+
+
+def _conditions(query: DeliveryQuery, walk_ids: bool = False) -> list[ColumnElement[bool]]:
+    found: list[ColumnElement[bool]] = _event_conditions(query, unindexed=walk_ids)
     if query.channel_id is not None:
         found.append(d.c.channel_id == query.channel_id)
     if query.state is not None:
-        # A literal, so the planner can match a partial index whose predicate names states.
+        # A literal, so the planner can match a partial index whose predicate names states,
+        # and that predicate itself, which SQLite needs to see word for word.
         found.append(d.c.state == literal_column(f"'{query.state.value}'"))
-    if query.event_kind is not None:
-        found.append(events.c.kind == query.event_kind)
-    if query.tenant is not None:
-        found.append(events.c.tenant == query.tenant)
+        if query.state in CLAIMABLE:
+            found.append(is_live())
+        elif query.state != State.SENT:
+            found.append(is_ended_not_sent())
     if query.since is not None:
         found.append(d.c.created_at >= query.since)
     if query.until is not None:

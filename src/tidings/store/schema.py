@@ -237,6 +237,12 @@ def is_ended() -> ColumnElement[bool]:
     return deliveries.c.state.in_([literal_column(f"'{s}'") for s in ENDED_STATES])
 
 
+def is_ended_not_sent() -> ColumnElement[bool]:
+    """`deliveries.state IN ('failed', 'skipped')`, the predicate of the index by state: SQLite
+    reads a partial index only for a query that repeats its predicate term for term."""
+    return deliveries.c.state.in_([literal_column(f"'{s}'") for s in ENDED_NOT_SENT])
+
+
 def is_live() -> ColumnElement[bool]:
     """`deliveries.state IN ('pending', 'sending')`, with the states as literals.
 
