@@ -142,7 +142,9 @@ def _hour_of(conn: Connection, first: datetime) -> ColumnElement[int]:
     if conn.dialect.name == "postgresql":
         epoch = func.floor(func.extract("epoch", a.c.finished_at))
     else:
-        epoch = func.strftime("%s", a.c.finished_at)
+        # Whole seconds of the stored text: SQLite would round its microseconds to
+        # milliseconds first, moving 11:59:59.999999 into the next hour.
+        epoch = func.strftime("%s", func.substr(a.c.finished_at, 1, 19))
     seconds: ColumnElement[int] = cast(epoch, BigInteger)
     return ((seconds - start) // 3600).label("hour")
 
