@@ -92,7 +92,8 @@ def share_key_file(rig: Rig) -> None:
     from tidings.store.keys import create_key_file
 
     path = rig.tmp / "tidings.key"
-    create_key_file(path)
+    if not path.exists():
+        create_key_file(path)
     os.environ["TIDINGS_SECRET_KEY_FILE"] = str(path)
 
 

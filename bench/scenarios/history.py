@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import random
 import time
 from collections.abc import Awaitable, Callable
@@ -21,6 +22,8 @@ from bench.rig import Rig
 PAGE_SIZE = 50
 DEEP_PAGE = 10_000
 KEPT_DATABASE = "tidings_history_bench"
+#: The kept database's secret key file: its channels' secrets are sealed with it.
+KEPT_KEY_FILE = Path.home() / ".cache" / "tidings-bench" / "history.key"
 TARGET_MS = {"postgresql": 50.0, "sqlite": 100.0}
 Probe = Callable[[], Awaitable[object]]
 
@@ -140,11 +143,19 @@ def _pg_data(rig: Rig, rows: int) -> tuple[str, datetime, dict[str, Any]]:
             (name,),
         ).fetchone()
         kept = json.loads(row[0]) if row and row[0] else {}
-        if rig.keep_history and kept == {**kept, "deliveries": rows, "schema": _head()}:
+        if rig.keep_history:
+            KEPT_KEY_FILE.parent.mkdir(parents=True, exist_ok=True)
+            os.environ["TIDINGS_SECRET_KEY_FILE"] = str(KEPT_KEY_FILE)
+        same = kept == {**kept, "deliveries": rows, "schema": _head()}
+        if rig.keep_history and same and KEPT_KEY_FILE.exists():
             return url, datetime.fromisoformat(kept["ends_at"]), {"built": "kept from a run"}
         if rig.keep_history:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
             admin.execute(f'CREATE DATABASE "{name}"')
+            from tidings.store.keys import create_key_file
+
+            KEPT_KEY_FILE.unlink(missing_ok=True)
+            create_key_file(KEPT_KEY_FILE)
     t = time.monotonic()
     asyncio.run(_migrate_with_channels(url))
     with rig.pg.connect(name) as conn:
@@ -182,11 +193,11 @@ def _sqlite_data(rig: Rig, rows: int) -> tuple[str, datetime, dict[str, Any]]:
 def run(rig: Rig) -> list[Result]:
     counts = rig.counts
     out: list[Result] = []
-    wal.share_key_file(rig)
     for backend, rows, data in (
         ("postgresql", counts.history_pg, _pg_data),
         ("sqlite", counts.history_sqlite, _sqlite_data),
     ):
+        wal.share_key_file(rig)
         url, end, notes = data(rig, rows)
         print(f"  history/{backend}: {rows:,} deliveries ready {notes}", flush=True)
         found = asyncio.run(measure(url, end, counts.history_reps))

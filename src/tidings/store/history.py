@@ -109,7 +109,8 @@ def _fetch(
     count: int,
 ) -> list[DeliveryView]:
     """`count` rows after `skip`, each path read in index order and the answers merged."""
-    order = d.c.id.desc() if newest_first else d.c.id
+    key = _order_key(query)
+    order = key.desc() if newest_first else key
     walk = _walk_ids_on_sqlite(conn, query)
     base = select(*rows.VIEW_COLUMNS).select_from(_JOINED).where(*_conditions(query, walk))
     if bound is not None:
@@ -120,6 +121,16 @@ def _fetch(
         found.extend(rows.delivery_view(r) for r in conn.execute(stmt).mappings())
     found.sort(key=lambda v: v.delivery.id, reverse=newest_first)
     return found[skip : skip + count]
+
+
+def _order_key(query: DeliveryQuery) -> ColumnElement[int]:
+    """The id, or for live rows of every channel `id + 0`: the planner then cannot walk the
+    primary key, which it prefers for a LIMIT, expecting live rows spread over the table;
+    they are the newest few, and past the last of them the walk read every row ever sent
+    (seconds on a last page). It reads the index of live rows and sorts them instead."""
+    if query.state in CLAIMABLE and query.channel_id is None:
+        return d.c.id + literal_column("0")
+    return d.c.id
 
 
 def _cursor(view: DeliveryView, older: bool, page: int) -> str:
@@ -141,7 +152,11 @@ def count_matching(conn: Connection, query: DeliveryQuery, exact_up_to: int) -> 
     if counted <= exact_up_to:
         return counted, False
     if conn.dialect.name == "postgresql":
-        estimate = _planner_rows(conn, matching)
+        # Without the predicates repeated for SQLite: the planner would multiply them in.
+        plain = _conditions(query, hints=False)
+        estimate = _planner_rows(
+            conn, select(literal_column("1")).select_from(source).where(*plain)
+        )
     else:
         estimate = _sampled_rows(conn, source, _conditions(query))
     return max(estimate, exact_up_to + 1), True
@@ -218,7 +233,9 @@ def _event_conditions(query: DeliveryQuery, unindexed: bool = False) -> list[Col
     return found
 
 
-def _conditions(query: DeliveryQuery, walk_ids: bool = False) -> list[ColumnElement[bool]]:
+def _conditions(
+    query: DeliveryQuery, walk_ids: bool = False, hints: bool = True
+) -> list[ColumnElement[bool]]:
     found: list[ColumnElement[bool]] = _event_conditions(query, unindexed=walk_ids)
     if query.channel_id is not None:
         found.append(d.c.channel_id == query.channel_id)
@@ -226,15 +243,20 @@ def _conditions(query: DeliveryQuery, walk_ids: bool = False) -> list[ColumnElem
         # A literal, so the planner can match a partial index whose predicate names states,
         # and that predicate itself, which SQLite needs to see word for word.
         found.append(d.c.state == literal_column(f"'{query.state.value}'"))
-        if query.state in CLAIMABLE:
-            found.append(is_live())
-        elif query.state != State.SENT:
-            found.append(is_ended_not_sent())
+        if hints:
+            found.extend(_index_predicate(query.state))
     if query.since is not None:
         found.append(d.c.created_at >= query.since)
     if query.until is not None:
         found.append(d.c.created_at <= query.until)
     return found
+
+
+def _index_predicate(state: State) -> list[ColumnElement[bool]]:
+    """The predicate of the partial index holding `state`'s rows (none for sent ones)."""
+    if state in CLAIMABLE:
+        return [is_live()]
+    return [] if state == State.SENT else [is_ended_not_sent()]
 
 
 def get_delivery(conn: Connection, delivery_id: int) -> DeliveryDetail:
