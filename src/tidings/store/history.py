@@ -70,12 +70,12 @@ def list_deliveries(
     at = cursors.decode(cursor) if cursor is not None else None
     used_page, used_size = coerce_page(at.page if at else page, page_size)
     if at is not None and not at.older:  # a previous page: read upwards, show newest first
-        found = _fetch(conn, query, d.c.id > at.after_id, False, 0, used_size + 1)
+        found = _fetch(conn, query, _order_key(query) > at.after_id, False, 0, used_size + 1)
         more_newer, items = len(found) > used_size, found[:used_size][::-1]
         used_page = used_page if more_newer else 1
         more_older = True
     else:
-        bound = d.c.id < at.after_id if at is not None else None
+        bound = _order_key(query) < at.after_id if at is not None else None
         skip = 0 if at is not None else (used_page - 1) * used_size
         found = _fetch(conn, query, bound, True, skip, used_size + 1)
         more_older, items = len(found) > used_size, found[:used_size]
@@ -124,10 +124,12 @@ def _fetch(
 
 
 def _order_key(query: DeliveryQuery) -> ColumnElement[int]:
-    """The id, or for live rows of every channel `id + 0`: the planner then cannot walk the
-    primary key, which it prefers for a LIMIT, expecting live rows spread over the table;
-    they are the newest few, and past the last of them the walk read every row ever sent
-    (seconds on a last page). It reads the index of live rows and sorts them instead."""
+    """The id, or for live rows of every channel `id + 0` (in the order and in the cursor's
+    bound): the planner then cannot walk the primary key, which PostgreSQL prefers for a
+    LIMIT, expecting live rows spread over the table (they are the newest few, and past the
+    last of them the walk read every row ever sent: seconds on a last page), nor read the
+    rows below a bound by rowid, as SQLite would. Both read the index of live rows and sort
+    those instead."""
     if query.state in CLAIMABLE and query.channel_id is None:
         return d.c.id + literal_column("0")
     return d.c.id
