@@ -32,8 +32,8 @@ def _cases(end: datetime) -> dict[str, dict[str, Any]]:
     """Each single filter the history takes, with a value that matches many rows."""
     return {
         "none": {},
-        "channel (a tenth of rows)": {"channel_id": 3},
-        "channel (1/90 of half)": {"channel_id": 42},
+        "channel (busy, 1/20 of rows)": {"channel_id": 3},
+        "channel (quiet, 1/180 of rows)": {"channel_id": 42},
         "state sent": {"state": "sent"},
         "state failed": {"state": "failed"},
         "state skipped": {"state": "skipped"},
