@@ -8,7 +8,7 @@ from sqlalchemy import func, literal_column, select
 from sqlalchemy.engine import Connection
 
 from tidings.core.states import State
-from tidings.store.schema import channels, deliveries
+from tidings.store.schema import channels, deliveries, is_live
 
 d = deliveries
 
@@ -26,8 +26,9 @@ def oldest_pending_by_channel(conn: Connection) -> list[tuple[str, datetime]]:
     stmt = (
         select(channels.c.name, func.min(d.c.created_at))
         .select_from(d.join(channels, channels.c.id == d.c.channel_id))
-        # A literal, so the planner can read the index of live rows (a partial index).
-        .where(d.c.state == literal_column(f"'{State.PENDING.value}'"))
+        # A literal and the live predicate word for word, so both planners read an index of
+        # live rows (partial indexes) rather than every row ever sent.
+        .where(d.c.state == literal_column(f"'{State.PENDING.value}'"), is_live())
         .group_by(channels.c.name)
     )
     return [(str(name), oldest) for name, oldest in conn.execute(stmt)]
