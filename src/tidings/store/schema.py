@@ -135,6 +135,13 @@ channels = Table(
     #: The secret config values, AES-GCM encrypted (`tidings.store.secretbox`); null when none.
     Column("secrets", Text),
     UniqueConstraint("name"),
+    # Deleting a channel nulls the fallbacks that name it: an index, not a scan per row.
+    Index(
+        "ix_channels_fallback_channel_id",
+        "fallback_channel_id",
+        postgresql_where=text("fallback_channel_id IS NOT NULL"),
+        sqlite_where=text("fallback_channel_id IS NOT NULL"),
+    ),
 )
 
 #: The live (claimable) states, in a fixed order, as the claim index's predicate names them.
@@ -189,6 +196,14 @@ deliveries = Table(
     Index(None, "channel_id", "state"),
     Index(None, "state"),
     Index(None, "created_at"),
+    # Deleting a delivery (retention) nulls `fallback_of` on the rows that escalated it: an
+    # index, or every deleted row scans the table.
+    Index(
+        "ix_deliveries_fallback_of",
+        "fallback_of",
+        postgresql_where=text("fallback_of IS NOT NULL"),
+        sqlite_where=text("fallback_of IS NOT NULL"),
+    ),
 )
 
 
