@@ -17,12 +17,20 @@ class Counts:
     publish_batches: int
     latency: int
     digest: int
+    #: ended deliveries past their retention that the retention scenarios purge meanwhile
+    retention_old: int
 
     @classmethod
     def make(cls, quick: bool) -> Counts:
         if quick:
             return cls(
-                raw=2000, e2e=2000, publish_single=200, publish_batches=3, latency=30, digest=10_000
+                raw=2000,
+                e2e=2000,
+                publish_single=200,
+                publish_batches=3,
+                latency=30,
+                digest=10_000,
+                retention_old=20_000,
             )
         return cls(
             raw=20_000,
@@ -31,6 +39,7 @@ class Counts:
             publish_batches=20,
             latency=200,
             digest=100_000,
+            retention_old=1_000_000,
         )
 
 

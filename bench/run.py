@@ -5,8 +5,10 @@ asserts speed. Imports every scenario, and nothing imports it but `python -m ben
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
 import json
+import os
 import sys
 import tempfile
 import time
@@ -19,7 +21,7 @@ from bench.peers.scenario import scenario_peers
 from bench.processes import ROOT, Sink
 from bench.result import Counts, Result
 from bench.rig import Rig
-from bench.scenarios import digest, e2e, latency, publish, raw, roundtrips
+from bench.scenarios import digest, e2e, latency, publish, raw, retention, roundtrips
 
 RESULTS = ROOT / "bench" / "results"
 
@@ -31,6 +33,7 @@ SCENARIOS: dict[str, Callable[[Rig], list[Result]]] = {
     "latency": latency.run,
     "digest": digest.run,
     "roundtrips": roundtrips.run,
+    "retention": retention.run,
     "peers": scenario_peers,
 }
 
@@ -82,6 +85,9 @@ def open_rig(pg: Postgres, counts: Counts, rounds: int) -> Iterator[Rig]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    # One secret key for the bench and every process it starts (they run in other working
+    # directories, where a key file of their own would not open this one's secrets).
+    os.environ.setdefault("TIDINGS_SECRET_KEY", base64.b64encode(os.urandom(32)).decode())
     counts = Counts.make(args.quick)
     only = {s for s in args.only.split(",") if s}
     rounds = args.rounds or (1 if args.quick else 3)
