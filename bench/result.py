@@ -17,6 +17,8 @@ class Counts:
     publish_batches: int
     latency: int
     digest: int
+    #: ended deliveries past their retention that the retention scenarios purge meanwhile
+    retention_old: int
     #: deliveries bulk-built for the history scenario, on PostgreSQL and on SQLite
     history_pg: int = 10_000_000
     history_sqlite: int = 1_000_000
@@ -34,6 +36,7 @@ class Counts:
                 publish_batches=3,
                 latency=30,
                 digest=10_000,
+                retention_old=20_000,
                 history_pg=20_000,
                 history_sqlite=20_000,
                 history_reps=3,
@@ -46,6 +49,7 @@ class Counts:
             publish_batches=20,
             latency=200,
             digest=100_000,
+            retention_old=1_000_000,
         )
 
 

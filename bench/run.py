@@ -5,9 +5,11 @@ asserts speed. Imports every scenario, and nothing imports it but `python -m ben
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
 import dataclasses
 import json
+import os
 import sys
 import tempfile
 import time
@@ -20,7 +22,7 @@ from bench.peers.scenario import scenario_peers
 from bench.processes import ROOT, Sink
 from bench.result import Counts, Result
 from bench.rig import Rig
-from bench.scenarios import digest, e2e, history, latency, publish, raw, roundtrips
+from bench.scenarios import digest, e2e, history, latency, publish, raw, retention, roundtrips
 
 RESULTS = ROOT / "bench" / "results"
 
@@ -32,6 +34,7 @@ SCENARIOS: dict[str, Callable[[Rig], list[Result]]] = {
     "latency": latency.run,
     "digest": digest.run,
     "roundtrips": roundtrips.run,
+    "retention": retention.run,
     "history": history.run,
     "peers": scenario_peers,
 }
@@ -97,6 +100,9 @@ def open_rig(
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    # One secret key for the bench and every process it starts (they run in other working
+    # directories, where a key file of their own would not open this one's secrets).
+    os.environ.setdefault("TIDINGS_SECRET_KEY", base64.b64encode(os.urandom(32)).decode())
     counts = Counts.make(args.quick)
     only = {s for s in args.only.split(",") if s}
     rounds = args.rounds or (1 if args.quick else 3)

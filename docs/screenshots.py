@@ -29,7 +29,7 @@ from tests.sink import Answer, Sink  # noqa: E402
 from tests.web.browser import LAUNCH_ARGS  # noqa: E402
 from tidings.core import validate  # noqa: E402
 from tidings.core.model import AttemptRecord, Channel  # noqa: E402
-from tidings.core.states import AttemptStatus, Failure  # noqa: E402
+from tidings.core.states import AttemptStatus  # noqa: E402
 
 OUT = ROOT / "docs" / "screenshots"
 DEMO_SECRET = "whsec_" + "ZGVtby1zaWduaW5nLWtleS1mb3ItdGlkaW5ncw=="
@@ -70,9 +70,11 @@ async def backfill(db_url: str, sink: Sink) -> None:
             config={"webhook_url": sink.url("/wecom?key=demo")},
             filter={"kinds": ["finding.created"]},
         )
+        # Its failures escalate to Slack (F1), and its receiver's 503s open its breaker (H1).
         await create(
             name="billing-webhook",
             kind="webhook",
+            fallback_channel_id=slack.id,
             max_attempts=2,
             retry_backoff_s=0.2,
             config={"url": sink.url("/billing")},
@@ -133,7 +135,6 @@ async def settle(hub: tidings.Hub, channel: Channel, at: datetime, rng: random.R
             await hub.store.fail(
                 claim.token,
                 [delivery_id],
-                Failure.PERMANENT,
                 "HTTP 404: no_service",
                 [record],
                 now=at + took,
@@ -203,7 +204,26 @@ def live_events(served: Served) -> None:
         response = httpx.post(f"{served.base_url}/v1/events", json=event, headers=headers)
         response.raise_for_status()
         time.sleep(0.2)
-    time.sleep(2.0)  # the billing webhook's two attempts fail
+    for n in (114, 115):  # with the first, six failures in a row: the breaker opens
+        overdue = {
+            "kind": "invoice.overdue",
+            "subject": "customer:globex",
+            "severity": "high",
+            "title": f"Invoice INV-2024-0{n} is 30 days overdue",
+            "data": {"invoice": f"INV-2024-0{n}"},
+        }
+        httpx.post(f"{served.base_url}/v1/events", json=overdue, headers=headers)
+    # The billing webhook's attempts fail and escalate, until its breaker opens.
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        found = httpx.get(f"{served.base_url}/v1/channels/health", headers=headers).json()
+        if any(
+            b["channel_name"] == "billing-webhook" and b["breaker"] == "open"
+            for b in found["items"]
+        ):
+            break
+        time.sleep(0.2)
+    time.sleep(1.0)  # the escalated copies are sent
 
 
 def shoot(page: Page, path: str, name: str, full: bool = False) -> None:
@@ -240,7 +260,10 @@ def main() -> None:
                 shoot(page, "/ui/deliveries", "deliveries")
                 page.goto("/ui/deliveries?state=failed&kind=invoice.overdue")
                 page.click("tbody tr td.title a")
-                shoot(page, page.url.removeprefix(served.base_url), "delivery")
+                shoot(page, page.url.removeprefix(served.base_url), "delivery", full=True)
+                page.goto("/ui/deliveries?state=failed")
+                page.click("#bulk-resend")
+                shoot(page, page.url.removeprefix(served.base_url), "bulk-resend")
                 shoot(page, "/ui/channels", "channels")
                 shoot(page, "/ui/inbox", "inbox")
                 page.goto("/ui/channels")

@@ -67,15 +67,17 @@ def _publish(run: Drain) -> float:
 
 
 def run_drain(
-    run: Drain, before_start: Callable[[], None] | None = None
+    run: Drain, before_start: Callable[[], None] | None = None, **settings: object
 ) -> tuple[float, dict[str, Any]]:
     """deliveries/s from the workers' "started" line to the last row sent, and the notes.
-    `before_start` runs after publishing, right before the workers start."""
+    `before_start` runs after publishing, right before the workers start; `settings` go to
+    the workers besides the drain's own."""
     publish_s = _publish(run)
     sink_before = run.sink.stats()["count"]
     if before_start:
         before_start()
-    with workers(run.tmp, run.db_url, run.processes, poll_interval_s=1, lease_s=120) as started:
+    settings = {"poll_interval_s": 1, "lease_s": 120} | settings
+    with workers(run.tmp, run.db_url, run.processes, **settings) as started:
         ready = [w.wait_started() for w in started]
         t0 = min(ready)
         # Wait on the sink first, then poll the database only for the last outcomes: counting

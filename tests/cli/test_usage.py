@@ -43,7 +43,7 @@ def test_shell_completion_completes_commands() -> None:
     )
     assert done.returncode == 0
     assert done.stdout.split() == ["channel"]
-    shown = tidings_cli("--show-completion", env={"SHELL": "/bin/bash"})
+    shown = tidings_cli("--show-completion", "bash")
     assert shown.returncode == 0
     assert "_TIDINGS_COMPLETE" in shown.stdout
 

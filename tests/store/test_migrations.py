@@ -75,3 +75,23 @@ def test_n1_rows_stored_before_message_ids_each_get_a_random_one(empty_database:
         assert all(re.fullmatch(r"msg_[0-9a-f]{32}", i) for i in ids)
     finally:
         engine.dispose()
+
+
+def test_every_foreign_key_has_an_index_that_leads_with_it() -> None:
+    """A delete follows each foreign key (CASCADE or SET NULL) to the rows that name the
+    deleted one: without an index leading with the column, every deleted row scans the table
+    (a retention batch of 1,000 deliveries took ~10 s at 200,000 rows)."""
+    unindexed = []
+    for table in metadata.sorted_tables:
+        leading = {ix.columns[0].name for ix in table.indexes if ix.columns}
+        leading |= {
+            c.columns[0].name
+            for c in table.constraints
+            if getattr(c, "columns", None) and not hasattr(c, "elements")
+        }
+        unindexed += [
+            f"{table.name}.{fk.parent.name}"
+            for fk in table.foreign_keys
+            if fk.parent.name not in leading
+        ]
+    assert unindexed == []

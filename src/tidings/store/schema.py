@@ -143,6 +143,13 @@ channels = Table(
     #: The secret config values, AES-GCM encrypted (`tidings.store.secretbox`); null when none.
     Column("secrets", Text),
     UniqueConstraint("name"),
+    # Deleting a channel nulls the fallbacks that name it: an index, not a scan per row.
+    Index(
+        "ix_channels_fallback_channel_id",
+        "fallback_channel_id",
+        postgresql_where=text("fallback_channel_id IS NOT NULL"),
+        sqlite_where=text("fallback_channel_id IS NOT NULL"),
+    ),
 )
 
 #: The live (claimable) states, in a fixed order, as the claim index's predicate names them.
@@ -222,9 +229,10 @@ deliveries = Table(
     # Time ranges and retention. BRIN on PostgreSQL: rows arrive in time order, and an update
     # rarely changes a block range's summary, so it writes nothing here.
     Index(None, "created_at", postgresql_using="brin"),
-    # A delivery's detail names the rows it escalated to; few rows have one.
+    # Deleting a delivery (retention) nulls `fallback_of` on the rows that escalated it, and a
+    # delivery's detail names them: an index, or each scans the table (migration 0016).
     Index(
-        None,
+        "ix_deliveries_fallback_of",
         "fallback_of",
         postgresql_where=text("fallback_of IS NOT NULL"),
         sqlite_where=text("fallback_of IS NOT NULL"),

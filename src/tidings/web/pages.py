@@ -28,9 +28,12 @@ NAV = [
 ]
 
 
-def timestamp(value: datetime | None) -> str:
+def timestamp(value: datetime | str | None) -> str:
+    """A time as the UI shows it; ISO 8601 text (an API view's field) is read first."""
     if value is None:
         return "—"
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
     return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
