@@ -13,6 +13,7 @@ from tidings.api.schemas import (
     MAX_ID,
     DeliveryDetailOut,
     DeliveryPage,
+    ErrorOut,
     ReplayIn,
     ReplayOut,
     ResendOut,
@@ -38,7 +39,12 @@ def _utc(value: datetime | None, field: str) -> datetime | None:
     return None if value is None else utc_instant(value, field)
 
 
-@router.get("", response_model=DeliveryPage, dependencies=[Depends(require(Scope.READ))])
+@router.get(
+    "",
+    response_model=DeliveryPage,
+    dependencies=[Depends(require(Scope.READ))],
+    responses={400: {"model": ErrorOut, "description": "a cursor not from a history answer"}},
+)
 async def list_deliveries(
     service: ServiceDep,
     channel_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,

@@ -5,7 +5,7 @@ its rows in id order: a channel's ended rows by (channel_id, id) (its live rows 
 digest's index of live rows, and a full index there would compete with it for digest claims);
 failed and skipped rows by (state, id) (sent rows, nearly all of them, are read along the
 primary key); events by kind and by tenant. The dashboard's hourly chart reads attempts by
-finish time. A delivery's detail finds the rows it escalated to without reading the table.
+finish time. (A delivery's detail finds the rows it escalated to by migration 0016's index.)
 
 Every state change of a delivery writes a new entry in each index whose predicate the row
 meets, so the indexes on (channel_id, state), (state) and (created_at) went: a delivered
@@ -14,7 +14,7 @@ PostgreSQL, time columns get BRIN indexes (rows arrive in time order; a block ra
 summary rarely changes, so an update writes nothing there); SQLite has only B-trees.
 
 Revision ID: 0014_history_scale
-Revises: 0009
+Revises: 0016
 Create Date: 2026-12-03
 """
 
@@ -24,13 +24,12 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0014_history_scale"
-down_revision = "0009"
+down_revision = "0016"
 branch_labels = None
 depends_on = None
 
 ENDED = sa.text("state IN ('failed', 'sent', 'skipped')")
 ENDED_NOT_SENT = sa.text("state IN ('failed', 'skipped')")
-ESCALATED = sa.text("fallback_of IS NOT NULL")
 HAS_TENANT = sa.text("tenant IS NOT NULL")
 
 
@@ -55,13 +54,6 @@ def upgrade() -> None:
     op.create_index(
         "ix_deliveries_created_at", "deliveries", ["created_at"], postgresql_using="brin"
     )
-    op.create_index(
-        "ix_deliveries_fallback_of",
-        "deliveries",
-        ["fallback_of"],
-        postgresql_where=ESCALATED,
-        sqlite_where=ESCALATED,
-    )
     op.create_index("ix_events_kind", "events", ["kind"])
     op.create_index(
         "ix_events_tenant",
@@ -77,7 +69,6 @@ def downgrade() -> None:
     op.drop_index("ix_attempts_finished_at", table_name="attempts")
     op.drop_index("ix_events_tenant", table_name="events")
     op.drop_index("ix_events_kind", table_name="events")
-    op.drop_index("ix_deliveries_fallback_of", table_name="deliveries")
     op.drop_index("ix_deliveries_created_at", table_name="deliveries")
     op.drop_index("ix_deliveries_ended_by_state", table_name="deliveries")
     op.drop_index("ix_deliveries_ended_by_channel", table_name="deliveries")
