@@ -253,6 +253,11 @@ async def test_the_dashboard_and_a_delivery_s_detail_read_indexes(hub: tidings.H
         *await _plans(hub, store.oldest_pending),
         *await _plans(hub, lambda: store.get_delivery(3)),
     ]
+    # What a bulk resend from the history would take (the UI's preview).
+    preview = await _plans(hub, lambda: store.failed_ids(DeliveryQuery(), 100))
+    for sql, plan in preview:
+        _no_table_scan(hub, sql, plan)
+        assert "ix_deliveries_ended_by_state" in plan, plan
     for sql, plan in plans:
         _no_table_scan(hub, sql, plan)
     joined = "\n".join(plan for _, plan in plans)

@@ -152,7 +152,12 @@ def _hour_of(conn: Connection, first: datetime) -> ColumnElement[int]:
 def failed_ids(conn: Connection, query: DeliveryQuery, limit: int) -> tuple[list[int], int]:
     """The failed rows the history filter matches, oldest first (at most `limit`), and how many
     there are in all."""
-    conditions = [*history_conditions(query), d.c.state == State.FAILED.value]
+    # The history's own state filter: a literal with the index's predicate, so the failed rows
+    # are read from the index of failed and skipped ones on both backends.
+    conditions = [
+        *history_conditions(query),
+        *history_conditions(DeliveryQuery(state=State.FAILED)),
+    ]
     total = conn.scalar(select(func.count()).select_from(HISTORY_ROWS).where(*conditions)) or 0
     ids = conn.scalars(
         select(d.c.id).select_from(HISTORY_ROWS).where(*conditions).order_by(d.c.id).limit(limit)
