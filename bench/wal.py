@@ -7,7 +7,6 @@ too: fewer index writes must not slow the send path."""
 from __future__ import annotations
 
 import asyncio
-import os
 import statistics
 import sys
 import time
@@ -22,12 +21,11 @@ from bench.result import Result
 from bench.rig import Rig
 
 TIMEOUT_S = 600
-#: Back to the indexes migration 0009 left (what migration 0014 undoes on its way down).
+#: Back to the indexes before migration 0014 (what it undoes on its way down).
 BEFORE_0014 = (
     "DROP INDEX ix_deliveries_ended_by_channel",
     "DROP INDEX ix_deliveries_ended_by_state",
     "DROP INDEX ix_deliveries_created_at",
-    "DROP INDEX ix_deliveries_fallback_of",
     "DROP INDEX ix_events_kind",
     "DROP INDEX ix_events_tenant",
     "DROP INDEX ix_attempts_finished_at",
@@ -86,17 +84,6 @@ def _once(rig: Rig, server: Any, variant: str, n: int) -> dict[str, float]:
         server.drop_database(name)
 
 
-def share_key_file(rig: Rig) -> None:
-    """One secret key file for this process and the workers it starts (in another
-    directory), made in the rig's temporary directory, not in the checkout."""
-    from tidings.store.keys import create_key_file
-
-    path = rig.tmp / "tidings.key"
-    if not path.exists():
-        create_key_file(path)
-    os.environ["TIDINGS_SECRET_KEY_FILE"] = str(path)
-
-
 def run(rig: Rig) -> list[Result]:
     sys.path.insert(0, str(ROOT))
     from tests.pg import _throwaway_cluster
@@ -106,7 +93,6 @@ def run(rig: Rig) -> list[Result]:
     if server is None:
         return [Result(name, None, "", "postgresql", error="no private PostgreSQL cluster")]
     n = rig.counts.history_wal
-    share_key_file(rig)
     runs: dict[str, list[dict[str, float]]] = {"before": [], "after": []}
     for _ in range(rig.rounds):
         for variant in runs:

@@ -6,11 +6,12 @@ indexes before migration 0014 and after it (bench/wal.py)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -147,9 +148,6 @@ def _pg_data(rig: Rig, rows: int) -> tuple[str, datetime, dict[str, Any]]:
             (name,),
         ).fetchone()
         kept = json.loads(row[0]) if row and row[0] else {}
-        if rig.keep_history:
-            KEPT_KEY_FILE.parent.mkdir(parents=True, exist_ok=True)
-            os.environ["TIDINGS_SECRET_KEY_FILE"] = str(KEPT_KEY_FILE)
         same = kept == {**kept, "deliveries": rows, "schema": _head()}
         if rig.keep_history and same and KEPT_KEY_FILE.exists():
             return url, datetime.fromisoformat(kept["ends_at"]), {"built": "kept from a run"}
@@ -158,6 +156,7 @@ def _pg_data(rig: Rig, rows: int) -> tuple[str, datetime, dict[str, Any]]:
             admin.execute(f'CREATE DATABASE "{name}"')
             from tidings.store.keys import create_key_file
 
+            KEPT_KEY_FILE.parent.mkdir(parents=True, exist_ok=True)
             KEPT_KEY_FILE.unlink(missing_ok=True)
             create_key_file(KEPT_KEY_FILE)
     t = time.monotonic()
@@ -167,6 +166,25 @@ def _pg_data(rig: Rig, rows: int) -> tuple[str, datetime, dict[str, Any]]:
         meta = json.dumps({"deliveries": rows, "ends_at": end.isoformat(), "schema": _head()})
         conn.execute(f"COMMENT ON DATABASE \"{name}\" IS '{meta}'")
     return url, end, {"built_s": round(time.monotonic() - t, 1)}
+
+
+@contextlib.contextmanager
+def _secret_key_file(path: Path | None) -> Iterator[None]:
+    """With `path`, the kept database's own key file instead of the run's key (whose
+    environment variable would win over any file), for as long as the block runs."""
+    names = ("TIDINGS_SECRET_KEY", "TIDINGS_SECRET_KEY_FILE")
+    saved = {name: os.environ.get(name) for name in names}
+    if path is not None:
+        os.environ.pop(names[0], None)
+        os.environ[names[1]] = str(path)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def _head() -> str:
@@ -201,10 +219,11 @@ def run(rig: Rig) -> list[Result]:
         ("postgresql", counts.history_pg, _pg_data),
         ("sqlite", counts.history_sqlite, _sqlite_data),
     ):
-        wal.share_key_file(rig)
-        url, end, notes = data(rig, rows)
-        print(f"  history/{backend}: {rows:,} deliveries ready {notes}", flush=True)
-        found = asyncio.run(measure(url, end, counts.history_reps))
+        kept = backend == "postgresql" and rig.keep_history
+        with _secret_key_file(KEPT_KEY_FILE if kept else None):
+            url, end, notes = data(rig, rows)
+            print(f"  history/{backend}: {rows:,} deliveries ready {notes}", flush=True)
+            found = asyncio.run(measure(url, end, counts.history_reps))
         out.extend(_results(backend, rows, found, notes))
     try:
         out.extend(wal.run(rig))
