@@ -60,7 +60,10 @@ def deliveries_list(
     page_size: Annotated[int, typer.Option("--page-size", help="Rows per page, 1 to 200")] = 50,
     cursor: Annotated[
         str | None,
-        typer.Option(help="The page a cursor printed by an earlier list leads to (not --page)"),
+        typer.Option(
+            help="The page a cursor printed by an earlier list leads to, instead of --page "
+            "\\[default: none]"
+        ),
     ] = None,
     db: DbOption = None,
     config: ConfigOption = None,
