@@ -24,7 +24,7 @@ class Counts:
     history_sqlite: int = 1_000_000
     #: repetitions of each history read (p95 of them), and messages per WAL run
     history_reps: int = 20
-    history_wal: int = 5000
+    history_wal: int = 20_000
 
     @classmethod
     def make(cls, quick: bool) -> Counts:
