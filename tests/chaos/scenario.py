@@ -1,0 +1,179 @@
+"""One chaos run: start the rig, publish the seeded stream while faults are injected at random
+(seeded), heal, wait until every delivery has ended, and hand the ledger its snapshot."""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import contextlib
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tests.chaos import faults as fault_tools
+from tests.chaos import ledger
+from tests.chaos.faults import FAULTS, Injected
+from tests.chaos.publisher import stream
+from tests.chaos.receiver import TAKEN
+from tests.chaos.rig import Rig
+
+BATCH = 50
+
+
+@dataclass
+class Plan:
+    backend: str
+    seed: int
+    events: int
+    workdir: Path
+    faults: tuple[str, ...] = ()  # names from FAULTS; empty: every one that applies
+    minutes: float | None = None  # how long faults go on (None: while publishing)
+    events_per_s: float = 100.0
+    fault_gap_s: tuple[float, float] = (0.5, 2.0)  # pause between two faults of one lane
+    lanes: int = 2  # faults running at once (on different resources)
+    workers: int = 2
+    settle_s: float = 180.0
+
+
+@dataclass
+class Result:
+    plan: Plan
+    report: ledger.Report
+    injected: list[Injected]
+    notes: list[str]
+    seconds: float
+    settle_s: float
+    recovery: dict[str, float] = field(default_factory=dict)  # worst per fault type
+    publish_failures: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.report.lost == 0 and not self.report.violations and not self.notes
+
+    def summary(self) -> dict[str, Any]:
+        counts: dict[str, int] = {}
+        for item in self.injected:
+            counts[item.name] = counts.get(item.name, 0) + 1
+        return {
+            "backend": self.plan.backend,
+            "seed": self.plan.seed,
+            "events_planned": self.plan.events,
+            "seconds": round(self.seconds, 1),
+            "settle_s": round(self.settle_s, 1),
+            "faults": counts,
+            "recovery_s": {k: round(v, 2) for k, v in sorted(self.recovery.items())},
+            "publish_failures": self.publish_failures,
+            "notes": self.notes,
+            "ledger": self.report.summary(),
+        }
+
+
+async def run(plan: Plan) -> Result:
+    names = list(plan.faults) or fault_tools.applicable(plan.backend)
+    rng = random.Random(plan.seed)
+    plan.workdir.mkdir(parents=True, exist_ok=True)
+    rig = Rig(plan.backend, plan.workdir, plan.seed, worker_count=plan.workers)
+    started = time.monotonic()
+    injected: list[Injected] = []
+    try:
+        await rig.start()
+        publishing = asyncio.create_task(_publish(rig, plan))
+        stop = asyncio.Event()
+        locks = {f.resource: asyncio.Lock() for f in FAULTS.values()}
+        lanes = [
+            asyncio.create_task(
+                _lane(rig, plan, names, random.Random(rng.random()), locks, stop, injected)
+            )
+            for _ in range(plan.lanes)
+        ]
+        if plan.minutes is None:
+            await publishing
+        else:
+            await asyncio.sleep(plan.minutes * 60)
+        stop.set()
+        await asyncio.gather(*lanes)
+        await publishing
+        await rig.heal()
+        settle_s = await rig.settle(plan.settle_s)
+        assert rig.publisher is not None
+        answers = await rig.api_answers()
+        await rig.stop()
+        if plan.backend == "sqlite":
+            check = rig.integrity()
+            if check != "ok":
+                rig.notes.append(f"SQLite integrity_check at the end: {check}")
+        assert rig.secrets is not None
+        snap = await asyncio.to_thread(
+            ledger.load,
+            rig.db_url,
+            rig.record,
+            acknowledged=rig.publisher.acknowledged,
+            logs=rig.logs(),
+            answers=answers,
+            canaries=rig.secrets.canaries(),
+        )
+        report = ledger.check(snap)
+        result = Result(
+            plan,
+            report,
+            injected,
+            rig.notes,
+            time.monotonic() - started,
+            settle_s,
+            publish_failures=rig.publisher.failures,
+        )
+        result.recovery = recovery(injected, snap.records)
+        return result
+    finally:
+        await rig.stop()
+
+
+async def _publish(rig: Rig, plan: Plan) -> None:
+    assert rig.publisher is not None
+    events = stream(plan.seed, plan.events, f"chaos-{plan.seed}")
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    for at in range(0, len(events), BATCH):
+        due = began + at / plan.events_per_s
+        await asyncio.sleep(max(0.0, due - loop.time()))
+        await rig.publisher.publish(events[at : at + BATCH])
+
+
+async def _lane(
+    rig: Rig,
+    plan: Plan,
+    names: list[str],
+    rng: random.Random,
+    locks: dict[str, asyncio.Lock],
+    stop: asyncio.Event,
+    injected: list[Injected],
+) -> None:
+    """Faults one after another, at random, each holding its resource while it lasts."""
+    while not stop.is_set():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), rng.uniform(*plan.fault_gap_s))
+        if stop.is_set():
+            return
+        fault = FAULTS[rng.choice(names)]
+        lock = locks[fault.resource]
+        if lock.locked():
+            continue
+        async with lock:
+            try:
+                injected.append(await fault_tools.inject(rig, fault, rng))
+            except Exception as error:  # a tool that fails is reported, the run goes on
+                rig.notes.append(f"fault {fault.name} could not be injected: {error!r}")
+
+
+def recovery(injected: list[Injected], records: list[dict[str, Any]]) -> dict[str, float]:
+    """For each fault type, the longest time from a fault's end to the next message taken."""
+    taken = sorted(r["t"] for r in records if r["answer"] in TAKEN)
+    worst: dict[str, float] = {}
+    for item in injected:
+        at = bisect.bisect_right(taken, item.ended)
+        if at < len(taken):
+            gap = taken[at] - item.ended
+            worst[item.name] = max(worst.get(item.name, 0.0), gap)
+    return worst
