@@ -98,7 +98,8 @@ class Cluster:
 
     def restart(self, mode: str) -> None:
         """`pg_ctl restart -m fast|immediate`: every connection drops, the server comes back."""
-        self._ctl("-w", "-m", mode, "restart")
+        # -l: otherwise the new postmaster keeps pg_ctl's output pipe open and run() never ends.
+        self._ctl("-w", "-l", str(self.workdir / "log"), "-m", mode, "restart")
         self.wait_ready()
 
     def terminate(self, application_name: str | None = None, database: str | None = None) -> int:

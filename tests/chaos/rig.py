@@ -138,13 +138,17 @@ class Rig:
         base = proc.name.split(".")[0]
         await self.start_worker(f"{base}.{self._restarts}")
 
-    async def stop(self) -> None:
+    async def stop_processes(self) -> None:
+        """Stop the dispatchers, the API and the receiver; the database stays up."""
         for proc in [*self.workers, *([self.serve] if self.serve else [])]:
             await asyncio.to_thread(proc.stop)
         if self.receiver is not None:
             await asyncio.to_thread(self.receiver.stop)
         if self.hub is not None:
             await self.hub.close()
+
+    async def stop(self) -> None:
+        await self.stop_processes()
         if self.proxy is not None:
             self.proxy.stop()
         if self.cluster is not None:

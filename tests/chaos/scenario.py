@@ -99,7 +99,7 @@ async def run(plan: Plan) -> Result:
         settle_s = await rig.settle(plan.settle_s)
         assert rig.publisher is not None
         answers = await rig.api_answers()
-        await rig.stop()
+        await rig.stop_processes()
         if plan.backend == "sqlite":
             check = rig.integrity()
             if check != "ok":
