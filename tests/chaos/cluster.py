@@ -3,6 +3,7 @@ temp dir), so it can be restarted and starved without touching the machine's ser
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import shutil
@@ -141,8 +142,6 @@ class Cluster:
 
     def stop(self) -> None:
         self.release()
-        try:
+        with contextlib.suppress(subprocess.CalledProcessError, subprocess.TimeoutExpired):
             self._ctl("-m", "immediate", "stop", timeout_s=30)
-        except (subprocess.CalledProcessError, subprocess.TimeoutExpired):
-            pass
         shutil.rmtree(self.workdir, ignore_errors=True)

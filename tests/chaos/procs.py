@@ -112,7 +112,9 @@ def _env(**settings: object) -> dict[str, str]:
     return env
 
 
-def worker(workdir: Path, db_url: str, worker_id: str, skew_s: float = 0, **settings: object) -> Proc:
+def worker(
+    workdir: Path, db_url: str, worker_id: str, skew_s: float = 0, **settings: object
+) -> Proc:
     """A `tidings worker`; with `skew_s` its wall clock runs that far ahead (libfaketime)."""
     env = _env(db=db_url, **settings)
     if skew_s:

@@ -79,6 +79,8 @@ class Proxy:
             server.close()
             for writer in list(self._writers):
                 _abort(writer)
+            self._loop.run_until_complete(asyncio.sleep(0))
+            self._loop.close()
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self.mode == "drop":

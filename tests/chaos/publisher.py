@@ -6,11 +6,12 @@ idempotency keys so a publish cut off by a fault is simply published again.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import random
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,8 +39,17 @@ class ChannelPlan:
 #: Realtime and digest channels, signed webhooks, a few rate limits, a few filters.
 CHANNELS = (
     ChannelPlan("rt-all", "/rt-all"),
-    ChannelPlan("rt-high", "/rt-high", filter={"min_severity": "high"}, rate_per_min=3000, rate_burst=20),
-    ChannelPlan("rt-monitor", "/rt-monitor", filter={"kinds": ["monitor.*"]}, rate_per_min=6000, rate_burst=50, max_attempts=6),
+    ChannelPlan(
+        "rt-high", "/rt-high", filter={"min_severity": "high"}, rate_per_min=3000, rate_burst=20
+    ),
+    ChannelPlan(
+        "rt-monitor",
+        "/rt-monitor",
+        filter={"kinds": ["monitor.*"]},
+        rate_per_min=6000,
+        rate_burst=50,
+        max_attempts=6,
+    ),
     ChannelPlan("digest-prod", "/digest-prod", mode="digest", filter={"labels": {"env": "prod"}}),
 )
 
@@ -86,13 +96,12 @@ async def create_channels(hub: tidings.Hub, receiver_port: int, secrets: Secrets
         )
 
 
-def stream(seed: int, count: int, tag: str) -> list[dict[str, Any]]:
-    """`count` events drawn from `seed`; each idempotency key names the run (`tag`)."""
+def stream(seed: int, tag: str) -> Iterator[dict[str, Any]]:
+    """Events drawn from `seed`, without end; each idempotency key names the run (`tag`)."""
     rng = random.Random(seed)
-    events = []
-    for i in range(count):
+    for i in itertools.count():
         kind = rng.choice(KINDS)
-        events.append(
+        yield (
             {
                 "kind": kind,
                 "subject": f"{kind.split('.')[0]}:{rng.randrange(1000)}",
@@ -104,7 +113,6 @@ def stream(seed: int, count: int, tag: str) -> list[dict[str, Any]]:
                 "idempotency_key": f"{tag}-{i}",
             }
         )
-    return events
 
 
 class Publisher:

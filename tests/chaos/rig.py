@@ -6,7 +6,9 @@ reads what the ledger needs at the end."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
+import os
 import random
 import signal
 import sqlite3
@@ -70,6 +72,9 @@ class Rig:
     async def start(self) -> None:
         rng = random.Random(self.seed)
         self.secrets = new_secrets(rng)
+        # The key the channels' secrets are sealed with (S4), for this process and its children;
+        # without one the library would write a key file into the working directory.
+        os.environ.setdefault("TIDINGS_SECRET_KEY", base64.b64encode(rng.randbytes(32)).decode())
         await asyncio.to_thread(self._start_database)
         self.receiver_port = procs.free_port()
         paths = {plan.path: self.secrets.signing[plan.path] for plan in CHANNELS}
@@ -214,13 +219,18 @@ class Rig:
             return []
         token = self.read_token
         answers = []
-        for path in ("/v1/channels", "/v1/deliveries?page_size=200&state=failed",
-                     "/v1/deliveries?page_size=200"):
+        for path in (
+            "/v1/channels",
+            "/v1/deliveries?page_size=200&state=failed",
+            "/v1/deliveries?page_size=200",
+        ):
             answers.append(await asyncio.to_thread(_get, self.serve_port, path, token))
         doc = json.loads(answers[-1])
         for item in doc.get("items", [])[:20]:
             answers.append(
-                await asyncio.to_thread(_get, self.serve_port, f"/v1/deliveries/{item['id']}", token)
+                await asyncio.to_thread(
+                    _get, self.serve_port, f"/v1/deliveries/{item['id']}", token
+                )
             )
         return answers
 

@@ -30,6 +30,8 @@ class Plan:
     workdir: Path
     faults: tuple[str, ...] = ()  # names from FAULTS; empty: every one that applies
     minutes: float | None = None  # how long faults go on (None: while publishing)
+    #: Instead of random faults: these, one at a time in this order (the short subset).
+    sequence: tuple[str, ...] = ()
     events_per_s: float = 100.0
     fault_gap_s: tuple[float, float] = (0.5, 2.0)  # pause between two faults of one lane
     lanes: int = 2  # faults running at once (on different resources)
@@ -79,21 +81,29 @@ async def run(plan: Plan) -> Result:
     injected: list[Injected] = []
     try:
         await rig.start()
-        publishing = asyncio.create_task(_publish(rig, plan))
         stop = asyncio.Event()
-        locks = {f.resource: asyncio.Lock() for f in FAULTS.values()}
-        lanes = [
-            asyncio.create_task(
-                _lane(rig, plan, names, random.Random(rng.random()), locks, stop, injected)
-            )
-            for _ in range(plan.lanes)
-        ]
-        if plan.minutes is None:
-            await publishing
+        planned = asyncio.Event()
+        publishing = asyncio.create_task(_publish(rig, plan, stop, planned))
+        if plan.sequence:
+            await _in_turn(rig, plan, rng, injected)
         else:
-            await asyncio.sleep(plan.minutes * 60)
+            locks = {f.resource: asyncio.Lock() for f in FAULTS.values()}
+            lanes = [
+                asyncio.create_task(
+                    _lane(rig, plan, names, random.Random(rng.random()), locks, stop, injected)
+                )
+                for _ in range(plan.lanes)
+            ]
+            if plan.minutes is None:
+                await asyncio.wait(
+                    [asyncio.create_task(planned.wait()), publishing],
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+            else:
+                await asyncio.sleep(plan.minutes * 60)
+            stop.set()
+            await asyncio.gather(*lanes)
         stop.set()
-        await asyncio.gather(*lanes)
         await publishing
         await rig.heal()
         settle_s = await rig.settle(plan.settle_s)
@@ -130,15 +140,32 @@ async def run(plan: Plan) -> Result:
         await rig.stop()
 
 
-async def _publish(rig: Rig, plan: Plan) -> None:
+async def _publish(rig: Rig, plan: Plan, stop: asyncio.Event, planned: asyncio.Event) -> None:
+    """The planned events at the planned rate, and more of the stream until the faults end."""
     assert rig.publisher is not None
-    events = stream(plan.seed, plan.events, f"chaos-{plan.seed}")
+    events = stream(plan.seed, f"chaos-{plan.seed}")
     loop = asyncio.get_running_loop()
     began = loop.time()
-    for at in range(0, len(events), BATCH):
+    at = 0
+    while at < plan.events or not stop.is_set():
         due = began + at / plan.events_per_s
         await asyncio.sleep(max(0.0, due - loop.time()))
-        await rig.publisher.publish(events[at : at + BATCH])
+        batch = [next(events) for _ in range(BATCH)]
+        await rig.publisher.publish(batch)
+        at += len(batch)
+        if at >= plan.events:
+            planned.set()
+
+
+async def _in_turn(rig: Rig, plan: Plan, rng: random.Random, injected: list[Injected]) -> None:
+    """Each fault of the sequence alone, with traffic before and after it."""
+    for name in plan.sequence:
+        await asyncio.sleep(rng.uniform(*plan.fault_gap_s))
+        try:
+            injected.append(await fault_tools.inject(rig, FAULTS[name], rng))
+        except Exception as error:
+            rig.notes.append(f"fault {name} could not be injected: {error!r}")
+    await asyncio.sleep(rng.uniform(*plan.fault_gap_s))
 
 
 async def _lane(
