@@ -260,7 +260,12 @@ def _check_delivery(
     ended = False
     for a in rows:
         if ended and a["status"] != "lease_lost" and d["id"] not in snap.resent:
-            report.violate("I4", f"{where}: attempt {a['status']} after a final outcome")
+            trail = [(b["status"], b["worker_id"]) for b in rows]
+            report.violate(
+                "I4",
+                f"{where}: attempt {a['status']} after a final outcome; "
+                f"attempts {trail}, {len(copies)} request(s), {len(taken)} taken",
+            )
             break
         ended = ended or a["status"] in ("delivered", "permanent", "expired")
 
