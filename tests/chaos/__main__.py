@@ -46,6 +46,7 @@ def main(argv: list[str] | None = None) -> int:
                 minutes=args.minutes,
                 events_per_s=args.events_per_s,
                 lanes=args.lanes,
+                progress_every_s=30.0,
             )
             result = asyncio.run(run(plan))
         summary = result.summary()

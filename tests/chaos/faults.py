@@ -92,14 +92,14 @@ async def pg_kill_listen(rig: Rig, rng: random.Random) -> str:
 
 async def pg_kill_backends(rig: Rig, rng: random.Random) -> str:
     assert rig.cluster is not None
-    killed = await asyncio.to_thread(rig.cluster.terminate, None, "chaos")
+    killed = await asyncio.to_thread(rig.cluster.terminate, None, rig.database)
     return f"{killed} connection(s)"
 
 
 async def pg_exhaust(rig: Rig, rng: random.Random) -> str:
     assert rig.cluster is not None
     held = await asyncio.to_thread(rig.cluster.exhaust)
-    await asyncio.sleep(rng.uniform(1.0, 4.0))
+    await asyncio.sleep(rig.hold(rng))
     await asyncio.to_thread(rig.cluster.release)
     return f"{held} slots held"
 
@@ -108,7 +108,7 @@ def _network(mode: str) -> FaultFn:
     async def fault(rig: Rig, rng: random.Random) -> str:
         assert rig.proxy is not None
         await asyncio.to_thread(rig.proxy.set, mode)
-        await asyncio.sleep(rng.uniform(1.0, 4.0))
+        await asyncio.sleep(rig.hold(rng))
         await asyncio.to_thread(rig.proxy.heal)
         return mode
 
@@ -116,11 +116,11 @@ def _network(mode: str) -> FaultFn:
     return fault
 
 
-def _receiver(mode: str, longest_s: float = 3.0) -> FaultFn:
+def _receiver(mode: str, longest_s: float | None = None) -> FaultFn:
     async def fault(rig: Rig, rng: random.Random) -> str:
         path = rng.choice([None, *(plan.path for plan in CHANNELS)])
         await asyncio.to_thread(procs.control, rig.receiver_port, mode, path)
-        await asyncio.sleep(rng.uniform(0.3, longest_s))
+        await asyncio.sleep(rig.hold(rng) if longest_s is None else rng.uniform(0.1, longest_s))
         await asyncio.to_thread(procs.control, rig.receiver_port, "ok")
         return f"{mode} on {path or 'every path'}"
 
@@ -132,7 +132,7 @@ async def rx_down(rig: Rig, rng: random.Random) -> str:
     """kill -9 of the receiver, down long enough to open the breaker (5 failures), back."""
     assert rig.receiver is not None
     rig.receiver.kill()
-    await asyncio.sleep(rng.uniform(1.0, 5.0))
+    await asyncio.sleep(rig.hold(rng))
     await asyncio.to_thread(rig.receiver.start)
     return "down"
 
@@ -154,7 +154,7 @@ async def clock_skew(rig: Rig, rng: random.Random) -> str:
     decides leases and due times, so it must neither steal live leases nor sit idle."""
     skew = rng.choice((-1, 1)) * rng.uniform(60, 600)
     worker = await rig.start_worker(f"skewed{len(rig.retired) + len(rig.workers)}", skew)
-    await asyncio.sleep(rng.uniform(3.0, 8.0))
+    await asyncio.sleep(2 * rig.hold(rng))
     worker.signal(signal.SIGTERM)
     code = await asyncio.to_thread(worker.wait, 30)
     if code != 0:

@@ -59,6 +59,9 @@ class Report:
     duplicates_by_reason: dict[str, int] = field(default_factory=dict)
     attempt_rows: int = 0
     lease_lost_rows: int = 0
+    #: The largest gap between a request's webhook-timestamp and its arrival (a worker's
+    #: clock stamps it: a skewed worker shows here, a receiver would check it).
+    stamp_skew_s: float = 0.0
     violations: list[str] = field(default_factory=list)
 
     def violate(self, rule: str, text: str) -> None:
@@ -139,6 +142,8 @@ def check(snap: Snapshot) -> Report:
     report.states = dict(Counter(d["state"] for d in snap.deliveries))
     report.requests = len(snap.records)
     report.taken = sum(r["answer"] in TAKEN for r in snap.records)
+    skews = [abs(int(r["stamp"]) - r["t"]) for r in snap.records if r.get("stamp")]
+    report.stamp_skew_s = round(max(skews, default=0.0), 1)
     return report
 
 

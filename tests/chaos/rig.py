@@ -45,7 +45,12 @@ class Rig:
     workdir: Path
     seed: int
     worker_count: int = 2
+    #: How long a fault lasts before it is healed (seconds, drawn in this range).
+    hold_s: tuple[float, float] = (1.0, 4.0)
+    #: A running cluster to use (the rig makes a database in it and leaves it running);
+    #: None: the rig starts a cluster of its own and stops it at the end.
     cluster: Cluster | None = None
+    database: str = "chaos"
     proxy: Proxy | None = None
     db_url: str = ""  # what the harness uses (direct)
     worker_db_url: str = ""  # what the dispatchers use (through the proxy on PostgreSQL)
@@ -63,9 +68,13 @@ class Rig:
     publisher: Publisher | None = None
     notes: list[str] = field(default_factory=list)  # problems a fault tool saw (violations)
     _restarts: int = 0
+    _owns_cluster: bool = False
 
     def __post_init__(self) -> None:
         self.record = self.workdir / "received.jsonl"
+
+    def hold(self, rng: random.Random) -> float:
+        return rng.uniform(*self.hold_s)
 
     # -- start and stop ---------------------------------------------------------
 
@@ -108,16 +117,18 @@ class Rig:
             self.db_url = self.worker_db_url = f"sqlite:///{self.workdir / 'tidings.db'}"
             _migrate(self.db_url)
             return
-        bindir = binaries()
-        if bindir is None:
-            raise RuntimeError("initdb / pg_ctl not found (install PostgreSQL)")
-        self.cluster = Cluster(bindir)
-        self.cluster.start()
-        self.db_url = self.cluster.create_database("chaos")
+        if self.cluster is None:
+            bindir = binaries()
+            if bindir is None:
+                raise RuntimeError("initdb / pg_ctl not found (install PostgreSQL)")
+            self.cluster = Cluster(bindir)
+            self.cluster.start()
+            self._owns_cluster = True
+        self.db_url = self.cluster.create_database(self.database)
         _migrate(self.db_url)
         self.proxy = Proxy(self.cluster.port)
         self.proxy.start()
-        self.worker_db_url = f"postgresql://postgres@127.0.0.1:{self.proxy.port}/chaos"
+        self.worker_db_url = f"postgresql://postgres@127.0.0.1:{self.proxy.port}/{self.database}"
 
     def _token(self, *scopes: str) -> str:
         argv = [sys.executable, "-m", "tidings", "token", "create", "--name", "chaos"]
@@ -157,7 +168,9 @@ class Rig:
         if self.proxy is not None:
             self.proxy.stop()
         if self.cluster is not None:
-            await asyncio.to_thread(self.cluster.stop)
+            await asyncio.to_thread(self.cluster.release)
+            if self._owns_cluster:
+                await asyncio.to_thread(self.cluster.stop)
 
     # -- during and after the run ----------------------------------------------
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from tests.chaos import faults as fault_tools
 from tests.chaos import ledger
+from tests.chaos.cluster import Cluster
 from tests.chaos.faults import FAULTS, Injected
 from tests.chaos.publisher import stream
 from tests.chaos.receiver import TAKEN
@@ -35,8 +36,11 @@ class Plan:
     events_per_s: float = 100.0
     fault_gap_s: tuple[float, float] = (0.5, 2.0)  # pause between two faults of one lane
     lanes: int = 2  # faults running at once (on different resources)
+    progress_every_s: float | None = None  # print a line this often (the runner does)
     workers: int = 2
+    hold_s: tuple[float, float] = (1.0, 4.0)  # how long a fault lasts
     settle_s: float = 180.0
+    cluster: Cluster | None = None  # a running PostgreSQL cluster to use (else its own)
 
 
 @dataclass
@@ -76,7 +80,7 @@ async def run(plan: Plan) -> Result:
     names = list(plan.faults) or fault_tools.applicable(plan.backend)
     rng = random.Random(plan.seed)
     plan.workdir.mkdir(parents=True, exist_ok=True)
-    rig = Rig(plan.backend, plan.workdir, plan.seed, worker_count=plan.workers)
+    rig = Rig(plan.backend, plan.workdir, plan.seed, worker_count=plan.workers, hold_s=plan.hold_s)
     started = time.monotonic()
     injected: list[Injected] = []
     try:
@@ -84,6 +88,8 @@ async def run(plan: Plan) -> Result:
         stop = asyncio.Event()
         planned = asyncio.Event()
         publishing = asyncio.create_task(_publish(rig, plan, stop, planned))
+        if plan.progress_every_s:
+            asyncio.create_task(_progress(rig, plan.progress_every_s, injected, stop))
         if plan.sequence:
             await _in_turn(rig, plan, rng, injected)
         else:
@@ -155,6 +161,21 @@ async def _publish(rig: Rig, plan: Plan, stop: asyncio.Event, planned: asyncio.E
         at += len(batch)
         if at >= plan.events:
             planned.set()
+
+
+async def _progress(
+    rig: Rig, every_s: float, injected: list[Injected], stop: asyncio.Event
+) -> None:
+    began = time.monotonic()
+    while not stop.is_set():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), every_s)
+        published = len(rig.publisher.acknowledged) if rig.publisher else 0
+        print(
+            f"chaos: {time.monotonic() - began:.0f} s, {published} events published,"
+            f" {len(injected)} faults, {len(rig.notes)} notes",
+            flush=True,
+        )
 
 
 async def _in_turn(rig: Rig, plan: Plan, rng: random.Random, injected: list[Injected]) -> None:

@@ -33,6 +33,7 @@ def render(summary: dict[str, Any]) -> str:
         f"| duplicates (each explained) | {book['duplicates']:,}{f' ({dupes})' if dupes else ''} |",
         f"| attempt rows / of them lost leases | {book['attempt_rows']:,} / "
         f"{book['lease_lost_rows']:,} |",
+        f"| largest webhook-timestamp skew at arrival | {book['stamp_skew_s']} s |",
         f"| **lost** | **{book['lost']}** |",
         f"| violations of I1–I6 | {book['violation_count']} |",
     ]

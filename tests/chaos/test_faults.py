@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.chaos.cluster import Cluster
 from tests.chaos.faults import FAULTS
 from tests.chaos.rig import LEASE_S
 from tests.chaos.scenario import Plan, Result, run
@@ -61,17 +62,20 @@ def _cases() -> list[tuple[str, str]]:
 
 @pytest.mark.parametrize(("group", "backend"), _cases())
 async def test_nothing_is_lost_under_each_fault_alone(
-    group: str, chaos_backend: str, tmp_path: Path
+    group: str, chaos_db: tuple[str, Cluster | None], tmp_path: Path
 ) -> None:
-    sequence = tuple(n for n in GROUPS[group] if chaos_backend in FAULTS[n].backends)
+    backend, cluster = chaos_db
+    sequence = tuple(n for n in GROUPS[group] if backend in FAULTS[n].backends)
     plan = Plan(
-        backend=chaos_backend,
+        backend=backend,
+        cluster=cluster,
         seed=18,
         events=100,
         workdir=tmp_path,
         sequence=sequence,
         events_per_s=60,
-        fault_gap_s=(0.3, 0.6),
+        fault_gap_s=(0.2, 0.5),
+        hold_s=(0.3, 1.0),
         settle_s=60,
     )
     result = await run(plan)
