@@ -88,8 +88,9 @@ async def run(plan: Plan) -> Result:
         stop = asyncio.Event()
         planned = asyncio.Event()
         publishing = asyncio.create_task(_publish(rig, plan, stop, planned))
+        progress = None
         if plan.progress_every_s:
-            asyncio.create_task(_progress(rig, plan.progress_every_s, injected, stop))
+            progress = asyncio.create_task(_progress(rig, plan.progress_every_s, injected, stop))
         if plan.sequence:
             await _in_turn(rig, plan, rng, injected)
         else:
@@ -111,6 +112,8 @@ async def run(plan: Plan) -> Result:
             await asyncio.gather(*lanes)
         stop.set()
         await publishing
+        if progress is not None:
+            await progress
         await rig.heal()
         settle_s = await rig.settle(plan.settle_s)
         assert rig.publisher is not None
@@ -173,7 +176,8 @@ async def _progress(
         published = len(rig.publisher.acknowledged) if rig.publisher else 0
         print(
             f"chaos: {time.monotonic() - began:.0f} s, {published} events published,"
-            f" {len(injected)} faults, {len(rig.notes)} notes",
+            f" {len(injected)} faults, {len(rig.notes)} notes"
+            + (f" (latest: {rig.notes[-1][:200]})" if rig.notes else ""),
             flush=True,
         )
 
