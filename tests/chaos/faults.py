@@ -20,6 +20,7 @@ FaultFn = Callable[[Rig, random.Random], Awaitable[str]]
 BOTH = ("postgresql", "sqlite")
 PG = ("postgresql",)
 SQLITE = ("sqlite",)
+SKEWED = "skewed"
 
 
 @dataclass(frozen=True)
@@ -39,8 +40,10 @@ class Injected:
 
 
 async def _pick_worker(rig: Rig, rng: random.Random) -> procs.Proc:
-    live = [w for w in rig.workers if w.alive]
-    return rng.choice(live) if live else rig.workers[0]
+    """One of the regular workers (a skewed one belongs to its own fault while it lasts)."""
+    regular = [w for w in rig.workers if not w.name.startswith(SKEWED)]
+    live = [w for w in regular if w.alive]
+    return rng.choice(live or regular)
 
 
 async def worker_kill9(rig: Rig, rng: random.Random) -> str:
@@ -153,7 +156,7 @@ async def clock_skew(rig: Rig, rng: random.Random) -> str:
     """One more worker whose wall clock is minutes off, for a while: the database's clock
     decides leases and due times, so it must neither steal live leases nor sit idle."""
     skew = rng.choice((-1, 1)) * rng.uniform(60, 600)
-    worker = await rig.start_worker(f"skewed{len(rig.retired) + len(rig.workers)}", skew)
+    worker = await rig.start_worker(f"{SKEWED}{len(rig.retired) + len(rig.workers)}", skew)
     await asyncio.sleep(2 * rig.hold(rng))
     worker.signal(signal.SIGTERM)
     code = await asyncio.to_thread(worker.wait, 30)
