@@ -136,7 +136,7 @@ async def rx_down(rig: Rig, rng: random.Random) -> str:
     assert rig.receiver is not None
     rig.receiver.kill()
     await asyncio.sleep(rig.hold(rng))
-    await asyncio.to_thread(rig.receiver.start)
+    await rig.supervise(rig.receiver)
     return "down"
 
 
@@ -148,7 +148,7 @@ async def serve_kill9(rig: Rig, rng: random.Random) -> str:
     result = await asyncio.to_thread(rig.integrity)
     if result != "ok":
         rig.notes.append(f"SQLite integrity_check after kill -9 of serve: {result}")
-    await asyncio.to_thread(rig.serve.start)
+    await rig.supervise(rig.serve)
     return f"integrity_check {result}"
 
 

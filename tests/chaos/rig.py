@@ -67,6 +67,8 @@ class Rig:
     hub: tidings.Hub | None = None
     publisher: Publisher | None = None
     notes: list[str] = field(default_factory=list)  # problems a fault tool saw (violations)
+    #: Processes that exited at start and were started again (as a supervisor would).
+    start_failures: int = 0
     _restarts: int = 0
     _owns_cluster: bool = False
 
@@ -141,9 +143,23 @@ class Rig:
 
     async def start_worker(self, name: str, skew_s: float = 0) -> procs.Proc:
         proc = procs.worker(self.workdir, self.worker_db_url, name, skew_s, **WORKER_SETTINGS)
-        await asyncio.to_thread(proc.start)
         self.workers.append(proc)
+        await self.supervise(proc)
         return proc
+
+    async def supervise(self, proc: procs.Proc, give_up_s: float = 120.0) -> None:
+        """Start `proc` as a supervisor (systemd's Restart=always) would: a process that
+        exits at start (its database unreachable mid-fault, say) is started again."""
+        deadline = time.monotonic() + give_up_s
+        while True:
+            try:
+                await asyncio.to_thread(proc.start)
+                return
+            except RuntimeError:
+                self.start_failures += 1
+                if time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(1.0)
 
     async def replace_worker(self, proc: procs.Proc) -> None:
         """A dead worker's place is taken by a fresh process (a new id, so attempt rows tell
@@ -182,14 +198,14 @@ class Rig:
             await asyncio.to_thread(self.cluster.release)
         assert self.receiver is not None
         if not self.receiver.alive:
-            await asyncio.to_thread(self.receiver.start)
+            await self.supervise(self.receiver)
         await asyncio.to_thread(procs.control, self.receiver_port, "ok")
         for proc in list(self.workers):
             proc.signal(signal.SIGCONT)  # a stopped worker resumes
             if not proc.alive:
                 await self.replace_worker(proc)
         if self.serve is not None and not self.serve.alive:
-            await asyncio.to_thread(self.serve.start)
+            await self.supervise(self.serve)
 
     async def unsettled(self) -> int:
         return await asyncio.to_thread(self._scalar, PENDING_SQL)

@@ -53,6 +53,7 @@ class Result:
     settle_s: float
     recovery: dict[str, float] = field(default_factory=dict)  # worst per fault type
     publish_failures: int = 0
+    start_failures: int = 0
 
     @property
     def ok(self) -> bool:
@@ -71,6 +72,7 @@ class Result:
             "faults": counts,
             "recovery_s": {k: round(v, 2) for k, v in sorted(self.recovery.items())},
             "publish_failures": self.publish_failures,
+            "start_failures": self.start_failures,
             "notes": self.notes,
             "ledger": self.report.summary(),
         }
@@ -142,6 +144,7 @@ async def run(plan: Plan) -> Result:
             time.monotonic() - started,
             settle_s,
             publish_failures=rig.publisher.failures,
+            start_failures=rig.start_failures,
         )
         result.recovery = recovery(injected, snap.records)
         return result

@@ -34,6 +34,8 @@ def render(summary: dict[str, Any]) -> str:
         f"| attempt rows / of them lost leases | {book['attempt_rows']:,} / "
         f"{book['lease_lost_rows']:,} |",
         f"| largest webhook-timestamp skew at arrival | {book['stamp_skew_s']} s |",
+        f"| publishes tried again / processes started again after exiting at start | "
+        f"{summary.get('publish_failures', 0)} / {summary.get('start_failures', 0)} |",
         f"| **lost** | **{book['lost']}** |",
         f"| violations of I1–I6 | {book['violation_count']} |",
     ]
