@@ -8,13 +8,14 @@ import argparse
 import asyncio
 import json
 import random
+import shutil
 import sys
 import tempfile
 from pathlib import Path
 
 from tests.chaos import table
 from tests.chaos.faults import FAULTS
-from tests.chaos.scenario import Plan, run
+from tests.chaos.scenario import Plan, Result, run
 
 RESULTS = Path(__file__).resolve().parents[2] / "chaos" / "results"
 
@@ -29,6 +30,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lanes", type=int, default=2, help="faults at once")
     parser.add_argument("--fault", action="append", choices=sorted(FAULTS), default=[])
     parser.add_argument("--out", type=Path, default=RESULTS / "latest.json")
+    parser.add_argument(
+        "--keep", action="store_true", help="keep a failed run's files (database, logs, record)"
+    )
     args = parser.parse_args(argv)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(10**6)
     print(f"chaos: seed {seed}", flush=True)
@@ -36,7 +40,9 @@ def main(argv: list[str] | None = None) -> int:
     summaries = []
     ok = True
     for backend in backends:
-        with tempfile.TemporaryDirectory(prefix=f"tidings-chaos-{backend}-") as workdir:
+        workdir = tempfile.mkdtemp(prefix=f"tidings-chaos-{backend}-")
+        result: Result | None = None
+        try:
             plan = Plan(
                 backend=backend,
                 seed=seed,
@@ -49,6 +55,11 @@ def main(argv: list[str] | None = None) -> int:
                 progress_every_s=30.0,
             )
             result = asyncio.run(run(plan))
+        finally:
+            if args.keep and (result is None or not result.ok):
+                print(f"chaos: kept {workdir}", flush=True)
+            else:
+                shutil.rmtree(workdir, ignore_errors=True)
         summary = result.summary()
         summaries.append(summary)
         print(table.render(summary), flush=True)

@@ -70,6 +70,7 @@ class Report:
     def summary(self) -> dict[str, Any]:
         doc = dict(self.__dict__)
         doc["violation_count"] = len(self.violations)
+        doc["violations_by_rule"] = dict(Counter(v.split(":")[0] for v in self.violations))
         doc["violations"] = self.violations[:SHOWN_VIOLATIONS]
         return doc
 
@@ -261,10 +262,15 @@ def _check_delivery(
     audited = sum(statuses[s] for s in SENDS) + statuses["lease_lost"] + statuses["expired"]
     if len(copies) > audited:
         report.violate("I3", f"{where}: {len(copies)} requests, {audited} attempt rows")
-    # I4: nothing after a final outcome, unless an operator resent it.
+    # I4: nothing after a final outcome, unless an operator resent it. A worker whose lease
+    # was lost may still report its send late: its write is fenced and its row kept (C3).
     ended = False
+    stale: set[str] = set()
     for a in rows:
-        if ended and a["status"] != "lease_lost" and d["id"] not in snap.resent:
+        if a["status"] == "lease_lost":
+            stale.add(a["worker_id"])
+        late_report = a["worker_id"] in stale or a["status"] == "lease_lost"
+        if ended and not late_report and d["id"] not in snap.resent:
             trail = [(b["status"], b["worker_id"]) for b in rows]
             report.violate(
                 "I4",

@@ -37,7 +37,8 @@ def render(summary: dict[str, Any]) -> str:
         f"| publishes tried again / processes started again after exiting at start | "
         f"{summary.get('publish_failures', 0)} / {summary.get('start_failures', 0)} |",
         f"| **lost** | **{book['lost']}** |",
-        f"| violations of I1–I6 | {book['violation_count']} |",
+        f"| violations of I1–I6 | {book['violation_count']} "
+        f"{book.get('violations_by_rule') or ''} |",
     ]
     for violation in book["violations"][:20]:
         lines.append(f"  - {violation}")

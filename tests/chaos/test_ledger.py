@@ -182,6 +182,17 @@ def test_an_attempt_after_the_final_outcome_breaks_i4_unless_resent() -> None:
     assert not any(v.startswith("I4") for v in check(snap).violations)
 
 
+def test_a_late_report_of_a_lost_lease_is_no_i4_violation() -> None:
+    """The stalled worker's send is reported after another worker's outcome: fenced, kept."""
+    snap = _snapshot()
+    snap.deliveries[0]["lost_leases"] = 1
+    stalled = dict(_attempt(100, "lease_lost", aid=1), worker_id="stalled")
+    late = dict(_attempt(100, "retryable", aid=2000), worker_id="stalled")
+    snap.attempts[100] = [stalled, _attempt(100, "delivered", aid=2), late]
+    snap.records.append(dict(snap.records[0], answer="hang"))
+    assert check(snap).violations == []
+
+
 def test_a_failure_the_receiver_does_not_explain_is_reported() -> None:
     snap = _snapshot()
     row = snap.deliveries[1]
