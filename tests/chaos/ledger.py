@@ -42,6 +42,14 @@ class Snapshot:
     logs: list[str] = field(default_factory=list)
     answers: list[str] = field(default_factory=list)  # API answers read during the run
     canaries: list[str] = field(default_factory=list)
+    #: (start, end) wall times of database crashes (`pg_ctl restart -m immediate`): a claim
+    #: commits without waiting for its WAL flush, so one made just before a crash is forgotten
+    #: and its rows are claimed and sent again with no trace of the first lease (README).
+    crashes: list[tuple[float, float]] = field(default_factory=list)
+
+
+#: How far around a crash a forgotten claim's send may fall (commit → flush → send).
+CRASH_MARGIN_S = 3.0
 
 
 @dataclass
@@ -83,6 +91,7 @@ def load(
     logs: Iterable[str] = (),
     answers: Iterable[str] = (),
     canaries: Iterable[str] = (),
+    crashes: Iterable[tuple[float, float]] = (),
 ) -> Snapshot:
     url = db_url.replace("postgresql://", "postgresql+psycopg://", 1)
     engine = create_engine(url)
@@ -129,6 +138,7 @@ def load(
         list(logs),
         list(answers),
         list(canaries),
+        list(crashes),
     )
 
 
@@ -248,8 +258,9 @@ def _check_delivery(
         if not (reason == "channel_disabled" and not channel["enabled"]):
             report.violate("I1", f"{where} skipped ({reason}) with the channel enabled")
     # I2: every further copy the receiver took is explained.
+    crashed = _near_crash(snap, copies)
     if len(taken) > 1:
-        reason = _duplicate_reason(d, len(taken), statuses)
+        reason = _duplicate_reason(d, len(taken), statuses, crashed)
         report.duplicates += len(taken) - 1
         report.duplicates_by_reason[reason] = (
             report.duplicates_by_reason.get(reason, 0) + len(taken) - 1
@@ -260,7 +271,7 @@ def _check_delivery(
     if d["attempts"] > channel["max_attempts"]:
         report.violate("I3", f"{where} has attempts={d['attempts']} > {channel['max_attempts']}")
     audited = sum(statuses[s] for s in SENDS) + statuses["lease_lost"] + statuses["expired"]
-    if len(copies) > audited:
+    if len(copies) > audited and not crashed:
         report.violate("I3", f"{where}: {len(copies)} requests, {audited} attempt rows")
     # I4: nothing after a final outcome, unless an operator resent it. A worker whose lease
     # was lost may still report its send late: its write is fenced and its row kept (C3).
@@ -269,7 +280,7 @@ def _check_delivery(
     for a in rows:
         if a["status"] == "lease_lost":
             stale.add(a["worker_id"])
-        late_report = a["worker_id"] in stale or a["status"] == "lease_lost"
+        late_report = a["worker_id"] in stale or a["status"] == "lease_lost" or crashed
         if ended and not late_report and d["id"] not in snap.resent:
             trail = [(b["status"], b["worker_id"]) for b in rows]
             report.violate(
@@ -298,13 +309,23 @@ def _failure_explained(
     return False
 
 
-def _duplicate_reason(d: dict[str, Any], taken: int, statuses: Counter[str]) -> str:
+def _duplicate_reason(d: dict[str, Any], taken: int, statuses: Counter[str], crashed: bool) -> str:
     """Why a receiver took a message more than once."""
     if d["lost_leases"] or statuses["lease_lost"]:
         return "lease lost (crash, stall or partition)"
     if statuses["retryable"] + statuses["partial"] >= taken - 1:
         return "answer lost (the receiver took it, the sender saw a failure)"
+    if crashed:
+        return "claim forgotten in a database crash"
     return "unexplained"
+
+
+def _near_crash(snap: Snapshot, copies: list[dict[str, Any]]) -> bool:
+    return any(
+        start - CRASH_MARGIN_S <= c["t"] <= end + CRASH_MARGIN_S
+        for c in copies
+        for start, end in snap.crashes
+    )
 
 
 def _check_leaks(snap: Snapshot, report: Report) -> None:

@@ -134,6 +134,7 @@ async def run(plan: Plan) -> Result:
             logs=rig.logs(),
             answers=answers,
             canaries=rig.secrets.canaries(),
+            crashes=[(i.started, i.ended) for i in injected if i.name == "pg_restart_immediate"],
         )
         report = ledger.check(snap)
         result = Result(

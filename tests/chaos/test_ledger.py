@@ -193,6 +193,22 @@ def test_a_late_report_of_a_lost_lease_is_no_i4_violation() -> None:
     assert check(snap).violations == []
 
 
+def test_a_claim_forgotten_in_a_database_crash_explains_a_second_send() -> None:
+    """Claims commit without waiting for the WAL flush: one made just before a crash is
+    forgotten, its rows claimed again, and the first worker's late row kept (C3)."""
+    snap = _snapshot()
+    snap.attempts[100] = [
+        dict(_attempt(100, "delivered", aid=1), worker_id="w1"),
+        dict(_attempt(100, "delivered", aid=2), worker_id="w2"),
+    ]
+    snap.records.append(dict(snap.records[0], t=30.0))
+    assert any(v.startswith("I4") for v in check(snap).violations)
+    snap.crashes.append((29.0, 31.0))
+    report = check(snap)
+    assert report.violations == []
+    assert report.duplicates_by_reason == {"claim forgotten in a database crash": 1}
+
+
 def test_a_failure_the_receiver_does_not_explain_is_reported() -> None:
     snap = _snapshot()
     row = snap.deliveries[1]
