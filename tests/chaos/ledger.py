@@ -289,7 +289,8 @@ def _check_delivery(
                 f"attempts {trail}, {len(copies)} request(s), {len(taken)} taken",
             )
             break
-        ended = ended or a["status"] in ("delivered", "permanent", "expired")
+        # A fenced late report changed nothing: it ends nothing either.
+        ended = ended or (a["status"] in ("delivered", "permanent", "expired") and not late_report)
 
 
 def _failure_explained(

@@ -191,6 +191,10 @@ def test_a_late_report_of_a_lost_lease_is_no_i4_violation() -> None:
     snap.attempts[100] = [stalled, _attempt(100, "delivered", aid=2), late]
     snap.records.append(dict(snap.records[0], answer="hang"))
     assert check(snap).violations == []
+    # Recorded before the new owner's outcome: the fenced report ends nothing.
+    snap.attempts[100] = [stalled, dict(late, status="delivered"), _attempt(100, "delivered")]
+    snap.records[-1]["answer"] = "ok"
+    assert check(snap).violations == []
 
 
 def test_a_claim_forgotten_in_a_database_crash_explains_a_second_send() -> None:
