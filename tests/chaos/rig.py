@@ -18,7 +18,6 @@ import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import tidings
 from tests.chaos import procs
@@ -281,7 +280,3 @@ def _migrate(url: str) -> None:
             migrate.upgrade(conn)
     finally:
         engine.dispose()
-
-
-def describe(value: Any) -> str:
-    return json.dumps(value, default=str)
