@@ -7,7 +7,7 @@ HASH := $(shell cksum < pyproject.toml | cut -d' ' -f1)
 RUN_STAMP := $(VENV)/.installed-run-$(HASH)
 DEV_STAMP := $(VENV)/.installed-dev-$(HASH)
 
-.PHONY: run test lint typecheck check clean bench bench-quick
+.PHONY: run test lint typecheck check clean bench bench-quick chaos
 
 # What running needs: tidings and its dependencies, nothing else.
 $(RUN_STAMP): pyproject.toml
@@ -36,6 +36,12 @@ bench: $(DEV_STAMP)
 
 bench-quick: $(DEV_STAMP)
 	$(BIN)/python -m bench --quick
+
+# The full chaos mix (minutes, not in CI): faults at random with a printed seed, the ledger's
+# table, chaos/results/latest.json. Pass options through CHAOS, e.g. CHAOS="--minutes 10".
+CHAOS ?=
+chaos: $(DEV_STAMP)
+	$(BIN)/python -m tests.chaos $(CHAOS)
 
 # ruff, then the layer contracts of pyproject.toml's [tool.importlinter] (STYLE.md's layers).
 lint: $(DEV_STAMP)

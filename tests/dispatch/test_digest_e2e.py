@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from sqlalchemy import text
+
 import tidings
 from tests.dispatch.helpers import running, settled, webhook
 from tests.sink import Answer, Sink
@@ -159,3 +161,25 @@ async def _attempts_of(hub: tidings.Hub, rows: list[tidings.Delivery]) -> list[s
         for a in detail.attempts_log:
             lines.append(f"{row.id}: {a.worker_id} {a.status.value} {a.error or ''}")
     return lines
+
+
+async def test_an_entry_that_joined_a_failing_digest_late_keeps_its_own_attempts(
+    hub: tidings.Hub, sink: Sink
+) -> None:
+    """O2 per delivery: a digest's older entry has one attempt left, a younger one (joined
+    the batch late) all of them; when the message fails, the older entry ends exhausted and
+    the younger one is retried, and sent by the next message."""
+    sink.script("/digest", Answer(500, "down"))
+    await digest_webhook(hub, sink, digest_period_s=0.2, max_attempts=2, retry_backoff_s=0.05)
+    first, _ = await hub.publish_many([{"kind": "a.b", "subject": s} for s in ("old", "young")])
+    async with hub.store.engine.begin() as conn:  # its first try already failed
+        await conn.execute(
+            text("UPDATE deliveries SET attempts = 1 WHERE id = :id"),
+            {"id": first.deliveries[0].id},
+        )
+    async with running(hub):
+        old, young = await settled(hub, 2, timeout_s=30)
+    sizes = [len(json.loads(m.body)["events"]) for m in sink.requests("/digest")]
+    assert sizes == [2, 1]
+    assert (old.state, old.failure, old.attempts) == (State.FAILED, "exhausted", 2)
+    assert (young.state, young.attempts) == (State.SENT, 2)

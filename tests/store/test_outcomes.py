@@ -199,6 +199,24 @@ async def test_o7_attempt_rows_are_kept_even_when_the_write_is_fenced(hub: tidin
     assert ("slow", AttemptStatus.DELIVERED) in [(a.worker_id, a.status) for a in log]
 
 
+async def test_o7_an_outcome_written_again_audits_its_send_once(hub: tidings.Hub) -> None:
+    """A write whose commit's answer was lost with the connection is written again; when the
+    first had committed, the second changes nothing and adds no second attempt row."""
+    ch = await channel(hub)
+    await publish(hub, 9)
+    got = await claim(hub, ch)
+    sent, failed = got.ids[:8], got.ids[8:]
+    records = [attempt(i, AttemptStatus.DELIVERED) for i in sent]
+    failure = [attempt(failed[0], AttemptStatus.PERMANENT, error="gone")]
+    for _ in range(2):
+        await hub.store.mark_sent(got.token, sent, records)
+        await hub.store.fail(got.token, failed, "gone", failure)
+    for delivery_id in got.ids:
+        log = (await hub.delivery(delivery_id)).attempts_log
+        assert len(log) == 1, [a.status for a in log]
+    assert await count(hub, "attempts") == 9
+
+
 async def test_o1_o7_a_claims_attempt_rows_are_written_whole_and_in_delivery_order(
     hub: tidings.Hub,
 ) -> None:

@@ -19,7 +19,7 @@ from datetime import datetime
 from tidings.channels.base import Adapter
 from tidings.core import retry
 from tidings.core.breaker import Policy
-from tidings.core.model import AttemptRecord, Claim
+from tidings.core.model import AttemptRecord, Channel, Claim
 from tidings.core.outcome import (
     Delivered,
     Outcome,
@@ -109,11 +109,15 @@ def plan(
             case Delivered() | Partial():
                 sent.append(result)
             case Retry(error=error, retry_after_s=hint):
-                tries = max(attempts_at_claim[i] for i in result.ids)
-                if retry.exhausted(tries, channel.max_attempts):
-                    spent[error].append(result)
-                else:
-                    retries[(tries, hint, error)].append(result)
+                # Each delivery's own attempts decide: a digest's entry that joined the batch
+                # late is not exhausted with the entries that have spent theirs.
+                left = [i for i in result.ids if not _spent(attempts_at_claim[i], channel)]
+                if len(left) < len(result.ids):
+                    done = tuple(i for i in result.ids if i not in left)
+                    spent[error].append(replace(result, ids=done))
+                if left:
+                    tries = max(attempts_at_claim[i] for i in left)
+                    retries[(tries, hint, error)].append(replace(result, ids=tuple(left)))
             case RateLimited():
                 limited.append(result)
             case Reject() as reject:
@@ -232,6 +236,10 @@ async def _disable(store: Store, claim: Claim, reject: Reject) -> int:
         skipped,
     )
     return 0
+
+
+def _spent(attempts: int, channel: Channel) -> bool:
+    return retry.exhausted(attempts, channel.max_attempts)
 
 
 def _ids(results: Sequence[SendResult]) -> list[int]:

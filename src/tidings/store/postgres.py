@@ -104,7 +104,12 @@ class PostgresDialect(Dialect):
     def insert_attempts(
         self, conn: Connection, table: Table, rows: Sequence[dict[str, Any]]
     ) -> None:
-        self.insert_rows(conn, table, rows, (), {}, None)
+        """Attempt rows as one JSON text, leaving out any already stored (`_new_attempts`)."""
+        if not rows:
+            return
+        names = tuple(c.name for c in table.c if c.name != "id")
+        doc = jsontext.dumps(list(rows)).decode()
+        conn.execute(_attempts_insert(table, names), {ROWS_PARAM: doc})
 
     def update_with_attempts(
         self,
@@ -249,7 +254,31 @@ def _lease_statement(shape: LeaseShape) -> Select[Any]:
 def _logged(update: Update, attempts: Table) -> Select[Any]:
     """`WITH changed AS (update RETURNING id), logged AS (INSERT attempts …) SELECT count(*)`.
     Remembered per statement: the hot outcomes' statements are built once."""
-    names = [c.name for c in attempts.c if c.name != "id"]
+    names = tuple(c.name for c in attempts.c if c.name != "id")
     changed = update.returning(deliveries.c.id).cte("changed")
-    logged = insert(attempts).from_select(names, _recordset_rows(attempts, tuple(names)))
+    logged = _attempts_insert(attempts, names)
     return select(func.count()).select_from(changed).add_cte(logged.cte("logged"))
+
+
+@functools.cache
+def _attempts_insert(attempts: Table, names: tuple[str, ...]) -> Insert:
+    return insert(attempts).from_select(list(names), _new_attempts(attempts, names))
+
+
+def _new_attempts(attempts: Table, names: tuple[str, ...]) -> Select[Any]:
+    """The given attempt rows, but those already stored (same delivery, worker, start and
+    status). An outcome is written again when its first write's answer was lost with the
+    connection; if that write had committed, the second must not audit the send twice."""
+    source = recordset_source(attempts)
+    stored = attempts.alias("stored")
+    already = (
+        select(literal(1))
+        .where(
+            stored.c.delivery_id == source.c.delivery_id,
+            stored.c.started_at == source.c.started_at,
+            stored.c.worker_id == source.c.worker_id,
+            stored.c.status == source.c.status,
+        )
+        .exists()
+    )
+    return select(*(source.c[n] for n in names)).where(~already).order_by(source.c[ORDINALITY])

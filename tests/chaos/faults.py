@@ -1,0 +1,207 @@
+"""The faults, each an async function of the rig and a seeded random source that injects one
+fault and heals it before it returns. `FAULTS` names them, with the backends they apply to
+and the resource they hold (two faults on one resource never overlap; others may)."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import signal
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from tests.chaos import procs
+from tests.chaos.cluster import LISTEN_APP
+from tests.chaos.publisher import CHANNELS
+from tests.chaos.rig import LEASE_S, Rig
+
+FaultFn = Callable[[Rig, random.Random], Awaitable[str]]
+BOTH = ("postgresql", "sqlite")
+PG = ("postgresql",)
+SQLITE = ("sqlite",)
+SKEWED = "skewed"
+
+
+@dataclass(frozen=True)
+class Fault:
+    name: str
+    backends: tuple[str, ...]
+    resource: str
+    run: FaultFn
+
+
+@dataclass
+class Injected:
+    name: str
+    started: float  # wall time
+    ended: float  # wall time the fault was healed
+    detail: str
+
+
+async def _pick_worker(rig: Rig, rng: random.Random) -> procs.Proc:
+    """One of the regular workers (a skewed one belongs to its own fault while it lasts)."""
+    regular = [w for w in rig.workers if not w.name.startswith(SKEWED)]
+    live = [w for w in regular if w.alive]
+    return rng.choice(live or regular)
+
+
+async def worker_kill9(rig: Rig, rng: random.Random) -> str:
+    worker = await _pick_worker(rig, rng)
+    await asyncio.sleep(rng.uniform(0, 0.5))
+    worker.kill()
+    await rig.replace_worker(worker)
+    return worker.name
+
+
+async def worker_stop(rig: Rig, rng: random.Random) -> str:
+    """SIGSTOP past the lease, then SIGCONT: its late writes must be fenced."""
+    worker = await _pick_worker(rig, rng)
+    worker.signal(signal.SIGSTOP)
+    await asyncio.sleep(LEASE_S + rng.uniform(0.5, 2.0))
+    worker.signal(signal.SIGCONT)
+    return worker.name
+
+
+async def worker_term(rig: Rig, rng: random.Random) -> str:
+    """SIGTERM mid-burst: exit 0 within 30 s, unsent leases handed back."""
+    worker = await _pick_worker(rig, rng)
+    worker.signal(signal.SIGTERM)
+    code = await asyncio.to_thread(worker.wait, 30)
+    if code != 0:
+        rig.notes.append(f"W3: {worker.name} answered SIGTERM with exit {code}")
+        worker.kill()
+    await rig.replace_worker(worker)
+    return f"{worker.name} exit {code}"
+
+
+async def pg_restart_fast(rig: Rig, rng: random.Random) -> str:
+    assert rig.cluster is not None
+    await asyncio.to_thread(rig.cluster.restart, "fast")
+    return "fast"
+
+
+async def pg_restart_immediate(rig: Rig, rng: random.Random) -> str:
+    assert rig.cluster is not None
+    await asyncio.to_thread(rig.cluster.restart, "immediate")
+    return "immediate"
+
+
+async def pg_kill_listen(rig: Rig, rng: random.Random) -> str:
+    assert rig.cluster is not None
+    killed = await asyncio.to_thread(rig.cluster.terminate, LISTEN_APP)
+    return f"{killed} LISTEN connection(s)"
+
+
+async def pg_kill_backends(rig: Rig, rng: random.Random) -> str:
+    assert rig.cluster is not None
+    killed = await asyncio.to_thread(rig.cluster.terminate, None, rig.database)
+    return f"{killed} connection(s)"
+
+
+async def pg_exhaust(rig: Rig, rng: random.Random) -> str:
+    assert rig.cluster is not None
+    held = await asyncio.to_thread(rig.cluster.exhaust)
+    await asyncio.sleep(rig.hold(rng))
+    await asyncio.to_thread(rig.cluster.release)
+    return f"{held} slots held"
+
+
+def _network(mode: str) -> FaultFn:
+    async def fault(rig: Rig, rng: random.Random) -> str:
+        assert rig.proxy is not None
+        await asyncio.to_thread(rig.proxy.set, mode)
+        await asyncio.sleep(rig.hold(rng))
+        await asyncio.to_thread(rig.proxy.heal)
+        return mode
+
+    fault.__name__ = f"net_{mode}"
+    return fault
+
+
+def _receiver(mode: str, longest_s: float | None = None) -> FaultFn:
+    async def fault(rig: Rig, rng: random.Random) -> str:
+        path = rng.choice([None, *(plan.path for plan in CHANNELS)])
+        await asyncio.to_thread(procs.control, rig.receiver_port, mode, path)
+        await asyncio.sleep(rig.hold(rng) if longest_s is None else rng.uniform(0.1, longest_s))
+        await asyncio.to_thread(procs.control, rig.receiver_port, "ok")
+        return f"{mode} on {path or 'every path'}"
+
+    fault.__name__ = f"rx_{mode}"
+    return fault
+
+
+async def rx_down(rig: Rig, rng: random.Random) -> str:
+    """kill -9 of the receiver, down long enough to open the breaker (5 failures), back."""
+    assert rig.receiver is not None
+    rig.receiver.kill()
+    await asyncio.sleep(rig.hold(rng))
+    await rig.supervise(rig.receiver)
+    return "down"
+
+
+async def serve_kill9(rig: Rig, rng: random.Random) -> str:
+    """kill -9 of `serve` during a write burst, then PRAGMA integrity_check, then restart."""
+    assert rig.serve is not None
+    await asyncio.sleep(rng.uniform(0, 0.5))
+    rig.serve.kill()
+    result = await asyncio.to_thread(rig.integrity)
+    if result != "ok":
+        rig.notes.append(f"SQLite integrity_check after kill -9 of serve: {result}")
+    await rig.supervise(rig.serve)
+    return f"integrity_check {result}"
+
+
+async def clock_skew(rig: Rig, rng: random.Random) -> str:
+    """One more worker whose wall clock is minutes off, for a while: the database's clock
+    decides leases and due times, so it must neither steal live leases nor sit idle."""
+    skew = rng.choice((-1, 1)) * rng.uniform(60, 600)
+    worker = await rig.start_worker(f"{SKEWED}{len(rig.retired) + len(rig.workers)}", skew)
+    await asyncio.sleep(2 * rig.hold(rng))
+    worker.signal(signal.SIGTERM)
+    code = await asyncio.to_thread(worker.wait, 30)
+    if code != 0:
+        rig.notes.append(f"W3: skewed worker {worker.name} answered SIGTERM with {code}")
+        worker.kill()
+    rig.workers.remove(worker)
+    rig.retired.append(worker)
+    return f"{skew:+.0f} s"
+
+
+FAULTS: dict[str, Fault] = {
+    f.name: f
+    for f in (
+        Fault("worker_kill9", BOTH, "workers", worker_kill9),
+        Fault("worker_stop", BOTH, "workers", worker_stop),
+        Fault("worker_term", BOTH, "workers", worker_term),
+        Fault("pg_restart_fast", PG, "database", pg_restart_fast),
+        Fault("pg_restart_immediate", PG, "database", pg_restart_immediate),
+        Fault("pg_kill_listen", PG, "database", pg_kill_listen),
+        Fault("pg_kill_backends", PG, "database", pg_kill_backends),
+        Fault("pg_exhaust", PG, "database", pg_exhaust),
+        Fault("net_drop", PG, "network", _network("drop")),
+        Fault("net_blackhole", PG, "network", _network("blackhole")),
+        Fault("net_delay", PG, "network", _network("delay")),
+        Fault("net_half_close", PG, "network", _network("half_close")),
+        Fault("rx_error", BOTH, "receiver", _receiver("error")),
+        Fault("rx_throttle", BOTH, "receiver", _receiver("throttle")),
+        Fault("rx_hang", BOTH, "receiver", _receiver("hang")),
+        Fault("rx_reset", BOTH, "receiver", _receiver("reset")),
+        Fault("rx_drip", BOTH, "receiver", _receiver("drip")),
+        Fault("rx_huge", BOTH, "receiver", _receiver("huge")),
+        Fault("rx_redirect", BOTH, "receiver", _receiver("redirect", longest_s=0.5)),
+        Fault("rx_down", BOTH, "receiver", rx_down),
+        Fault("serve_kill9", SQLITE, "serve", serve_kill9),
+        Fault("clock_skew", PG, "clock", clock_skew),
+    )
+}
+
+
+def applicable(backend: str) -> list[str]:
+    return [name for name, fault in FAULTS.items() if backend in fault.backends]
+
+
+async def inject(rig: Rig, fault: Fault, rng: random.Random) -> Injected:
+    started = time.time()
+    detail = await fault.run(rig, rng)
+    return Injected(fault.name, started, time.time(), detail)

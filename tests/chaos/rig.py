@@ -1,0 +1,282 @@
+"""The rig of one chaos run: a receiver, a database (a throwaway PostgreSQL cluster behind a
+TCP proxy, or one SQLite file), dispatcher processes (workers; on SQLite a `serve` and a
+worker sharing the file), and a publisher. It starts them, restarts them after a fault, and
+reads what the ledger needs at the end."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import tidings
+from tests.chaos import procs
+from tests.chaos.cluster import Cluster, binaries
+from tests.chaos.proxy import Proxy
+from tests.chaos.publisher import CHANNELS, Publisher, Secrets, create_channels, new_secrets
+from tidings.store import migrate
+
+LEASE_S = 5.0
+WORKER_SETTINGS: dict[str, object] = {
+    "lease_s": LEASE_S,
+    "poll_interval_s": 0.5,
+    "grace_s": 2,
+    "breaker_backoff_s": 1,
+    "claim_size": 100,
+    "allowed_private_networks": "127.0.0.0/8",
+}
+PENDING_SQL = "SELECT count(*) FROM deliveries WHERE state IN ('pending', 'sending')"
+
+
+@dataclass
+class Rig:
+    backend: str
+    workdir: Path
+    seed: int
+    worker_count: int = 2
+    #: How long a fault lasts before it is healed (seconds, drawn in this range).
+    hold_s: tuple[float, float] = (1.0, 4.0)
+    #: A running cluster to use (the rig makes a database in it and leaves it running);
+    #: None: the rig starts a cluster of its own and stops it at the end.
+    cluster: Cluster | None = None
+    database: str = "chaos"
+    proxy: Proxy | None = None
+    db_url: str = ""  # what the harness uses (direct)
+    worker_db_url: str = ""  # what the dispatchers use (through the proxy on PostgreSQL)
+    receiver: procs.Proc | None = None
+    receiver_port: int = 0
+    record: Path = field(init=False)
+    workers: list[procs.Proc] = field(default_factory=list)
+    retired: list[procs.Proc] = field(default_factory=list)
+    serve: procs.Proc | None = None
+    serve_port: int = 0
+    token: str = ""
+    read_token: str = ""
+    secrets: Secrets | None = None
+    hub: tidings.Hub | None = None
+    publisher: Publisher | None = None
+    notes: list[str] = field(default_factory=list)  # problems a fault tool saw (violations)
+    #: Processes that exited at start and were started again (as a supervisor would).
+    start_failures: int = 0
+    _restarts: int = 0
+    _owns_cluster: bool = False
+
+    def __post_init__(self) -> None:
+        self.record = self.workdir / "received.jsonl"
+
+    def hold(self, rng: random.Random) -> float:
+        return rng.uniform(*self.hold_s)
+
+    # -- start and stop ---------------------------------------------------------
+
+    async def start(self) -> None:
+        rng = random.Random(self.seed)
+        self.secrets = new_secrets(rng)
+        # The key the channels' secrets are sealed with (S4), for this process and its children;
+        # without one the library would write a key file into the working directory.
+        os.environ.setdefault("TIDINGS_SECRET_KEY", base64.b64encode(rng.randbytes(32)).decode())
+        await asyncio.to_thread(self._start_database)
+        self.receiver_port = procs.free_port()
+        paths = {plan.path: self.secrets.signing[plan.path] for plan in CHANNELS}
+        self.receiver = procs.receiver(self.workdir, self.receiver_port, self.record, paths)
+        await asyncio.to_thread(self.receiver.start)
+        self.hub = tidings.Hub(self.db_url, lease_s=LEASE_S)
+        await create_channels(self.hub, self.receiver_port, self.secrets)
+        # Tokens first: a serve that finds none makes an admin token of its own at start.
+        self.token = await asyncio.to_thread(self._token, "publish")
+        self.read_token = await asyncio.to_thread(self._token, "read", "admin")
+        # SQLite: a serve (API + dispatcher) and a worker share the file, and events are
+        # published through the API; PostgreSQL: an API-only serve, events published through
+        # the library.
+        sqlite = self.backend == "sqlite"
+        self.serve_port = procs.free_port()
+        self.serve = procs.serve(
+            self.workdir, self.db_url, self.serve_port, dispatch=sqlite, **WORKER_SETTINGS
+        )
+        await asyncio.to_thread(self.serve.start)
+        if sqlite:
+            await self.hub.close()
+            self.hub = None
+            self.publisher = Publisher(api=(self.serve_port, self.token))
+        else:
+            self.publisher = Publisher(hub=self.hub)
+        for i in range(self.worker_count):
+            await self.start_worker(f"w{i + 1}")
+
+    def _start_database(self) -> None:
+        if self.backend == "sqlite":
+            self.db_url = self.worker_db_url = f"sqlite:///{self.workdir / 'tidings.db'}"
+            _migrate(self.db_url)
+            return
+        if self.cluster is None:
+            bindir = binaries()
+            if bindir is None:
+                raise RuntimeError("initdb / pg_ctl not found (install PostgreSQL)")
+            self.cluster = Cluster(bindir)
+            self.cluster.start()
+            self._owns_cluster = True
+        self.db_url = self.cluster.create_database(self.database)
+        _migrate(self.db_url)
+        self.proxy = Proxy(self.cluster.port)
+        self.proxy.start()
+        self.worker_db_url = f"postgresql://postgres@127.0.0.1:{self.proxy.port}/{self.database}"
+
+    def _token(self, *scopes: str) -> str:
+        argv = [sys.executable, "-m", "tidings", "token", "create", "--name", "chaos"]
+        for scope in scopes:
+            argv += ["--scope", scope]
+        done = subprocess.run(
+            [*argv, "--db", self.db_url], capture_output=True, text=True, check=True
+        )
+        return done.stdout.strip().splitlines()[-1]
+
+    async def start_worker(self, name: str, skew_s: float = 0) -> procs.Proc:
+        proc = procs.worker(self.workdir, self.worker_db_url, name, skew_s, **WORKER_SETTINGS)
+        self.workers.append(proc)
+        await self.supervise(proc)
+        return proc
+
+    async def supervise(self, proc: procs.Proc, give_up_s: float = 120.0) -> None:
+        """Start `proc` as a supervisor (systemd's Restart=always) would: a process that
+        exits at start (its database unreachable mid-fault, say) is started again."""
+        deadline = time.monotonic() + give_up_s
+        while True:
+            try:
+                await asyncio.to_thread(proc.start)
+                return
+            except RuntimeError:
+                self.start_failures += 1
+                if time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(1.0)
+
+    async def replace_worker(self, proc: procs.Proc) -> None:
+        """A dead worker's place is taken by a fresh process (a new id, so attempt rows tell
+        the two apart)."""
+        self.workers.remove(proc)
+        self.retired.append(proc)
+        self._restarts += 1
+        base = proc.name.split(".")[0]
+        await self.start_worker(f"{base}.{self._restarts}")
+
+    async def stop_processes(self) -> None:
+        """Stop the dispatchers, the API and the receiver; the database stays up."""
+        for proc in [*self.workers, *([self.serve] if self.serve else [])]:
+            await asyncio.to_thread(proc.stop)
+        if self.receiver is not None:
+            await asyncio.to_thread(self.receiver.stop)
+        if self.hub is not None:
+            await self.hub.close()
+
+    async def stop(self) -> None:
+        await self.stop_processes()
+        if self.proxy is not None:
+            self.proxy.stop()
+        if self.cluster is not None:
+            await asyncio.to_thread(self.cluster.release)
+            if self._owns_cluster:
+                await asyncio.to_thread(self.cluster.stop)
+
+    # -- during and after the run ----------------------------------------------
+
+    async def heal(self) -> None:
+        """Undo every fault that may still be in place."""
+        if self.proxy is not None:
+            await asyncio.to_thread(self.proxy.heal)
+        if self.cluster is not None:
+            await asyncio.to_thread(self.cluster.release)
+        assert self.receiver is not None
+        if not self.receiver.alive:
+            await self.supervise(self.receiver)
+        await asyncio.to_thread(procs.control, self.receiver_port, "ok")
+        for proc in list(self.workers):
+            proc.signal(signal.SIGCONT)  # a stopped worker resumes
+            if not proc.alive:
+                await self.replace_worker(proc)
+        if self.serve is not None and not self.serve.alive:
+            await self.supervise(self.serve)
+
+    async def unsettled(self) -> int:
+        return await asyncio.to_thread(self._scalar, PENDING_SQL)
+
+    def _scalar(self, sql: str) -> int:
+        if self.backend == "sqlite":
+            path = self.db_url.removeprefix("sqlite:///")
+            with sqlite3.connect(path, timeout=30) as conn:
+                return int(conn.execute(sql).fetchone()[0])
+        import psycopg
+
+        with psycopg.connect(self.db_url, connect_timeout=5) as conn:
+            row = conn.execute(sql).fetchone()
+            return int(row[0]) if row else 0
+
+    async def settle(self, timeout_s: float) -> float:
+        """Wait until no delivery is pending or sending; returns how long it took."""
+        started = time.monotonic()
+        while time.monotonic() - started < timeout_s:
+            try:
+                if await self.unsettled() == 0:
+                    return time.monotonic() - started
+            except Exception as error:  # the database may be coming back
+                self.notes.append(f"settle: {error}")
+            await asyncio.sleep(0.5)
+        return time.monotonic() - started
+
+    def integrity(self) -> str:
+        path = self.db_url.removeprefix("sqlite:///")
+        with sqlite3.connect(path, timeout=30) as conn:
+            return str(conn.execute("PRAGMA integrity_check").fetchone()[0])
+
+    def logs(self) -> list[str]:
+        every = [*self.workers, *self.retired, *([self.serve] if self.serve else [])]
+        return [proc.output() for proc in every]
+
+    async def api_answers(self) -> list[str]:
+        """What the API shows of the deliveries and channels (I6 reads them for secrets)."""
+        if self.serve is None or not self.serve.alive:
+            return []
+        token = self.read_token
+        answers = []
+        for path in (
+            "/v1/channels",
+            "/v1/deliveries?page_size=200&state=failed",
+            "/v1/deliveries?page_size=200",
+        ):
+            answers.append(await asyncio.to_thread(_get, self.serve_port, path, token))
+        doc = json.loads(answers[-1])
+        for item in doc.get("items", [])[:20]:
+            answers.append(
+                await asyncio.to_thread(
+                    _get, self.serve_port, f"/v1/deliveries/{item['id']}", token
+                )
+            )
+        return answers
+
+
+def _get(port: int, path: str, token: str) -> str:
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}{path}", headers={"authorization": f"Bearer {token}"}
+    )
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        return str(answer.read().decode())
+
+
+def _migrate(url: str) -> None:
+    from sqlalchemy import create_engine
+
+    engine = create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1))
+    try:
+        with engine.begin() as conn:
+            migrate.upgrade(conn)
+    finally:
+        engine.dispose()
