@@ -19,7 +19,7 @@ from bench.peers.scenario import scenario_peers
 from bench.processes import ROOT, Sink
 from bench.result import Counts, Result
 from bench.rig import Rig
-from bench.scenarios import digest, e2e, latency, publish, raw, roundtrips
+from bench.scenarios import channels, digest, e2e, latency, publish, raw, roundtrips
 
 RESULTS = ROOT / "bench" / "results"
 
@@ -28,6 +28,7 @@ SCENARIOS: dict[str, Callable[[Rig], list[Result]]] = {
     "raw": raw.run,
     "e2e": e2e.run,
     "publish": publish.run,
+    "channels": channels.run,
     "latency": latency.run,
     "digest": digest.run,
     "roundtrips": roundtrips.run,
