@@ -19,7 +19,16 @@ from bench.peers.scenario import scenario_peers
 from bench.processes import ROOT, Sink
 from bench.result import Counts, Result
 from bench.rig import Rig
-from bench.scenarios import channels, digest, e2e, latency, publish, raw, roundtrips
+from bench.scenarios import (
+    channels,
+    digest,
+    e2e,
+    fairness,
+    latency,
+    publish,
+    raw,
+    roundtrips,
+)
 
 RESULTS = ROOT / "bench" / "results"
 
@@ -29,6 +38,7 @@ SCENARIOS: dict[str, Callable[[Rig], list[Result]]] = {
     "e2e": e2e.run,
     "publish": publish.run,
     "channels": channels.run,
+    "fairness": fairness.run,
     "latency": latency.run,
     "digest": digest.run,
     "roundtrips": roundtrips.run,

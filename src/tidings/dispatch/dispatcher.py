@@ -31,6 +31,7 @@ from tidings.dispatch.jobs import CLAIMS_AHEAD, JobContext
 from tidings.dispatch.memory import EventMemory
 from tidings.dispatch.realtime import run_realtime
 from tidings.dispatch.retention import Purger
+from tidings.dispatch.slots import SendSlots
 from tidings.dispatch.wakeup import Wakeup
 from tidings.metrics import Metrics
 from tidings.store import Store
@@ -159,7 +160,7 @@ class Dispatcher:
                 attempt_at=self._clock.now(),
                 traceparent=traceparent,
             ),
-            slots=asyncio.Semaphore(self.config.concurrency),
+            slots=SendSlots(self.config.concurrency),
             lanes=self.config.concurrency,
             # Rows leased ahead of the sends, across every channel of this dispatcher.
             gate=ClaimGate(ahead=CLAIMS_AHEAD * self.config.claim_size),

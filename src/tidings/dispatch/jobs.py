@@ -20,6 +20,7 @@ from tidings.dispatch import report, sending
 from tidings.dispatch.gate import ClaimGate
 from tidings.dispatch.memory import EventMemory
 from tidings.dispatch.report import SendResult
+from tidings.dispatch.slots import SendSlots
 from tidings.metrics import Metrics
 from tidings.store import Store
 
@@ -48,7 +49,8 @@ class JobContext:
     registry: Registry
     #: A send's context; given the send span's traceparent when tracing is on.
     send_context: Callable[..., SendContext]
-    slots: asyncio.Semaphore
+    #: Send slots across all channels, handed out in turns by channel.
+    slots: SendSlots
     worker_id: str
     lease_s: float
     claim_size: int

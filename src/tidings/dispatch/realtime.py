@@ -78,7 +78,7 @@ async def run_realtime(ctx: JobContext, channel: Channel) -> bool:
 async def _claim_next(ctx: JobContext, channel: Channel) -> tuple[Claim, float, Queued] | None:
     """The channel's next realtime claim once the gate has room, with the monotonic time its
     lease ends and its place in the gate; None when nothing (more) can be leased now."""
-    async with ctx.gate.claim():
+    async with ctx.gate.claim(channel.id):
         if ctx.stopping.is_set():
             return None  # stopped while waiting for room
         # Read after the wait for room, so the lease estimate below is not cut short.
@@ -98,7 +98,7 @@ async def _claim_next(ctx: JobContext, channel: Channel) -> tuple[Claim, float, 
             ctx.swept_at[channel.id] = now
         if claim is None:
             return None
-        queued = ctx.gate.leased(len(claim))
+        queued = ctx.gate.leased(len(claim), channel.id)
     if ctx.metrics:
         ctx.metrics.claimed("realtime", len(claim))
     if tracing.active():
@@ -141,7 +141,7 @@ async def _send_claim(ctx: JobContext, claim: Claim, lease_ends: float, queued: 
     async def lane() -> None:
         nonlocal started
         for item in rows:
-            async with ctx.slots:
+            async with ctx.slots.slot(claim.channel.id):
                 queued.one()
                 if started and ctx.clock.monotonic() > start_by:
                     continue  # left out of the results: given back by _write
