@@ -69,7 +69,7 @@ async def test_a_channel_with_nothing_waiting_claims_in_the_room_kept_for_others
 
 
 async def test_at_most_at_once_claims_run_and_the_rest_take_turns_in_order() -> None:
-    gate = ClaimGate(ahead=100, at_once=2)
+    gate = ClaimGate(ahead=100, at_once=2, fresh_at_once=2)
     log: list[str] = []
     hold = asyncio.Event()
     tasks = [asyncio.create_task(_entered(gate, log, f"c{i}", hold)) for i in range(4)]
@@ -108,8 +108,7 @@ async def test_many_busy_channels_are_not_all_leased_at_once(hub: tidings.Hub, s
     for i in range(10):
         await webhook(hub, sink.url("/hook"), name=f"hook-{i}")
     claim_size, concurrency = 5, 2
-    ahead = claim_size * CLAIMS_AHEAD * RESERVED_FACTOR
-    bound = ahead - 1 + CLAIMS_AT_ONCE * claim_size + concurrency
+    bound = claim_size * CLAIMS_AHEAD * RESERVED_FACTOR + CLAIMS_AT_ONCE * claim_size + concurrency
     seen: list[int] = []
     async with running(hub, concurrency=concurrency, claim_size=claim_size):
         await hub.publish_many([{"kind": "k", "subject": f"s{i}"} for i in range(10)])

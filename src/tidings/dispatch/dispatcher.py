@@ -46,6 +46,11 @@ FAILED_JOB_REST_S = 1.0
 #: Channel jobs one dispatcher runs at once. Due channels beyond it wait their turn in the
 #: order a look found them; a channel a wake-up names starts at once, whatever runs.
 JOBS_AT_ONCE = 64
+#: After a job ends, a dispatcher looks for due channels at most this often: with many
+#: quiet channels, each job's end asking anew kept the loop (and the database) busy with
+#: looks while wake-ups waited for it. New work wakes it at once anyway; this only delays
+#: rows falling due without an announcement (a retry's backoff) by as much.
+LOOK_AFTER_JOB_S = 0.1
 
 
 @dataclass(frozen=True)
@@ -119,6 +124,9 @@ class Dispatcher:
         # thousand due channels, a look per job end costs as much as the jobs).
         self._waiting: dict[int, Channel] = {}
         self._looked_at = float("-inf")  # monotonic
+        # Set by `_sleep` when it woke only because a job ended, and a look was put off.
+        self._only_ended = False
+        self._look_put_off = False
         # Channels a wake-up named while their job ran (`_again`), started again as soon
         # as it ends (`_named`), ahead of the channels waiting their turn.
         self._again: set[int] = set()
@@ -205,13 +213,25 @@ class Dispatcher:
                     self._again.add(channel_id)
                 else:
                     self._start(ctx, self._realtime[channel_id])
-        elif not self._waiting or now - self._looked_at >= self.config.poll_interval_s:
+        elif self._should_look(now):
             self._looked_at = now
+            self._look_put_off = False
             channels = await self.store.due_channels(self._due_before)
             self._due_before = {c.id: c for c in channels}
             self._realtime.update((c.id, c) for c in channels if c.mode is Mode.REALTIME)
             self._waiting.update((c.id, c) for c in channels if c.id not in self._jobs)
         self._start_waiting(ctx)
+
+    def _should_look(self, now: float) -> bool:
+        since = now - self._looked_at
+        if since >= self.config.poll_interval_s:
+            return True
+        if self._waiting:
+            return False
+        if self._only_ended and since < LOOK_AFTER_JOB_S:
+            self._look_put_off = True
+            return False
+        return True
 
     def _start_waiting(self, ctx: JobContext) -> None:
         now = self._clock.monotonic()
@@ -281,6 +301,9 @@ class Dispatcher:
         self._resting = {i: t for i, t in self._resting.items() if t > now}
         if self._resting:
             timeout = min(timeout, min(self._resting.values()) - now)
+        if self._look_put_off:
+            timeout = min(timeout, self._looked_at + LOOK_AFTER_JOB_S - now)
+        self._only_ended = False
         if not self._jobs:
             self.idle.set()
         waiters = [asyncio.create_task(wakeup.wait(timeout))]
@@ -298,7 +321,10 @@ class Dispatcher:
             await asyncio.sleep(0)
             self._job_ended.clear()
         woken = waiters[0]
-        if not (woken.done() and not woken.cancelled() and woken.result()):
+        if not woken.done() or woken.cancelled():
+            self._only_ended = True  # a job ended (or a stop): no wake-up, no timeout
+            return None
+        if not woken.result():
             return None
         hint = wakeup.take_hint()
         # New work announced: the channels it names (or all) may look again at once.

@@ -7,9 +7,10 @@ rows sit leased for as long as it takes to send everything before them. The gate
 few claims run at a time, and only while the rows already leased and still waiting for a
 send slot are fewer than `ahead`; past it, claims wait for sends to catch up.
 
-A channel with no rows waiting may claim while fewer than twice `ahead` wait: room kept for
-the channels other than a busy one, so a quiet channel's one message is not leased only
-after a backlog's next claim has gone out.
+A channel with no rows waiting may claim while fewer than twice `ahead` wait, and has
+claim places of its own: room kept for the channels other than a busy one, so a quiet
+channel's one message is neither leased only after a backlog's next claim has gone out,
+nor queued behind the claims of a hundred other quiet channels' messages.
 """
 
 from __future__ import annotations
@@ -22,36 +23,54 @@ from collections.abc import AsyncIterator
 #: Claim transactions one dispatcher runs at once: enough to overlap their round trips,
 #: few enough that a burst over many channels does not queue on the database.
 CLAIMS_AT_ONCE = 4
+#: Claims of channels with no rows waiting that run at once, beside those: such claims are
+#: small (a channel's first, or a quiet channel's one message), and many at once.
+FRESH_AT_ONCE = 16
 #: How much more than `ahead` may wait once channels with nothing waiting claim too.
 RESERVED_FACTOR = 2
 
 
 class ClaimGate:
-    def __init__(self, ahead: int, at_once: int = CLAIMS_AT_ONCE) -> None:
-        if ahead < 1 or at_once < 1:
+    def __init__(
+        self, ahead: int, at_once: int = CLAIMS_AT_ONCE, fresh_at_once: int = FRESH_AT_ONCE
+    ) -> None:
+        if ahead < 1 or at_once < 1 or fresh_at_once < 1:
             raise ValueError("a claim gate needs ahead >= 1 and at_once >= 1")
         self.ahead = ahead
         #: Rows leased by this dispatcher that have not yet gone to a send (or back).
         self.waiting = 0
         self._by_channel: Counter[int] = Counter()
         self._claiming = asyncio.Semaphore(at_once)
+        self._fresh = asyncio.Semaphore(fresh_at_once)
         #: Set when room may have come (each waiter checks its own).
         self._changed = asyncio.Event()
 
     @contextlib.asynccontextmanager
-    async def claim(self, channel_id: int = 0) -> AsyncIterator[None]:
-        """Hold one of the claim places once there is room for `channel_id`; claimers take
-        turns in order."""
-        async with self._claiming:
-            while not self._has_room(channel_id):
+    async def claim(self, channel_id: int = 0, rows: int = 1) -> AsyncIterator[int]:
+        """Hold one of the claim places once there is room for `channel_id`, and answer how
+        many of the `rows` asked for the claim may take; claimers take turns in order.
+
+        A channel with rows waiting may take them all once fewer than `ahead` wait. One with
+        none takes at most what is left of twice `ahead`, held for it until the block ends
+        (by then `leased` counts what it took): however many such claims run together, they
+        never lease more than that."""
+        fresh = self._by_channel[channel_id] == 0
+        async with self._fresh if fresh else self._claiming:
+            while (room := self._room(channel_id, rows)) <= 0:
                 self._changed.clear()
                 await self._changed.wait()
-            yield
+            held = room if fresh else 0
+            self.waiting += held
+            try:
+                yield room
+            finally:
+                self.waiting -= held
+                self._changed.set()
 
-    def _has_room(self, channel_id: int) -> bool:
-        if self.waiting < self.ahead:
-            return True
-        return self._by_channel[channel_id] == 0 and self.waiting < RESERVED_FACTOR * self.ahead
+    def _room(self, channel_id: int, rows: int) -> int:
+        if self._by_channel[channel_id]:
+            return rows if self.waiting < self.ahead else 0
+        return min(rows, RESERVED_FACTOR * self.ahead - self.waiting)
 
     def leased(self, rows: int, channel_id: int = 0) -> Queued:
         """Count a claim's rows in; each leaves through the answer when it goes to a send."""
@@ -62,10 +81,9 @@ class ClaimGate:
     def _left(self, rows: int, channel_id: int) -> None:
         self.waiting -= rows
         self._by_channel[channel_id] -= rows
-        drained = self._by_channel[channel_id] <= 0
-        if drained:
+        if self._by_channel[channel_id] <= 0:
             del self._by_channel[channel_id]
-        if self.waiting < self.ahead or (drained and self.waiting < RESERVED_FACTOR * self.ahead):
+        if self.waiting < RESERVED_FACTOR * self.ahead:
             self._changed.set()
 
 

@@ -48,13 +48,13 @@ async def run_realtime(ctx: JobContext, channel: Channel) -> bool:
                 break
             if claimed is None:
                 break
-            claim, lease_ends, queued = claimed
+            claim, lease_ends, queued, asked = claimed
             leased = True
             task = asyncio.create_task(_send_claim(ctx, claim, lease_ends, queued))
             # Released when the task ends however it ends (even cancelled before it ran).
             task.add_done_callback(functools.partial(_release, queued))
             running.add(task)
-            if len(claim) < ctx.claim_size:
+            if len(claim) < asked:
                 # A short claim took what was due (or what the rate allowed): finish it and
                 # end the job. Rows that fall due later wake the dispatcher, which asks once
                 # for every channel instead of each job claiming again to find nothing.
@@ -75,10 +75,11 @@ async def run_realtime(ctx: JobContext, channel: Channel) -> bool:
     return leased
 
 
-async def _claim_next(ctx: JobContext, channel: Channel) -> tuple[Claim, float, Queued] | None:
+async def _claim_next(ctx: JobContext, channel: Channel) -> tuple[Claim, float, Queued, int] | None:
     """The channel's next realtime claim once the gate has room, with the monotonic time its
-    lease ends and its place in the gate; None when nothing (more) can be leased now."""
-    async with ctx.gate.claim(channel.id):
+    lease ends, its place in the gate and the rows it asked for; None when nothing (more)
+    can be leased now."""
+    async with ctx.gate.claim(channel.id, ctx.claim_size) as size:
         if ctx.stopping.is_set():
             return None  # stopped while waiting for room
         # Read after the wait for room, so the lease estimate below is not cut short.
@@ -87,7 +88,7 @@ async def _claim_next(ctx: JobContext, channel: Channel) -> tuple[Claim, float, 
         sweep = sweep_due(ctx, channel, now)
         claim = await ctx.store.claim_realtime(
             channel.id,
-            ctx.claim_size,
+            size,
             ctx.lease_s,
             ctx.worker_id,
             swept=sweep,
@@ -104,7 +105,7 @@ async def _claim_next(ctx: JobContext, channel: Channel) -> tuple[Claim, float, 
     if tracing.active():
         tracing.claimed(claim, started_ns)
     # `now` was read before the claim asked, so the lease ends after `now + lease_s`.
-    return claim, now + ctx.lease_s, queued
+    return claim, now + ctx.lease_s, queued, size
 
 
 def _first_failure(done: set[asyncio.Task[None]]) -> BaseException | None:
