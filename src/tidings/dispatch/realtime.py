@@ -86,17 +86,8 @@ async def _claim_next(ctx: JobContext, channel: Channel) -> tuple[Claim, float, 
         now = ctx.clock.monotonic()
         started_ns = tracing.now_ns()
         sweep = sweep_due(ctx, channel, now)
-        claim = await ctx.store.claim_realtime(
-            channel.id,
-            size,
-            ctx.lease_s,
-            ctx.worker_id,
-            swept=sweep,
-            known_events=ctx.events.known,
-        )
+        claim = await _claim(ctx, channel, size, sweep)
         ctx.events.remember(claim)
-        if sweep:
-            ctx.swept_at[channel.id] = now
         if claim is None:
             return None
         queued = ctx.gate.leased(len(claim), channel.id)
@@ -106,6 +97,33 @@ async def _claim_next(ctx: JobContext, channel: Channel) -> tuple[Claim, float, 
         tracing.claimed(claim, started_ns)
     # `now` was read before the claim asked, so the lease ends after `now + lease_s`.
     return claim, now + ctx.lease_s, queued, size
+
+
+async def _claim(ctx: JobContext, channel: Channel, size: int, sweep: bool) -> Claim | None:
+    """The express claim where it serves (one round trip), else the full claim; the full
+    one when the channel's sweep is due, unless this dispatcher never swept it: its first
+    claim goes express too, and the sweep comes with a later full claim (the express claim
+    leases no row a sweep would end)."""
+    first = channel.id not in ctx.swept_at
+    if not sweep or first:
+        claim = await ctx.store.claim_express(
+            channel, size, ctx.lease_s, ctx.worker_id, known_events=ctx.events.known
+        )
+        if claim is not None:
+            if first:
+                ctx.swept_at[channel.id] = ctx.clock.monotonic()
+            return claim
+    claim = await ctx.store.claim_realtime(
+        channel.id,
+        size,
+        ctx.lease_s,
+        ctx.worker_id,
+        swept=sweep,
+        known_events=ctx.events.known,
+    )
+    if sweep:
+        ctx.swept_at[channel.id] = ctx.clock.monotonic()
+    return claim
 
 
 def _first_failure(done: set[asyncio.Task[None]]) -> BaseException | None:
