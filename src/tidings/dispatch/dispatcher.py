@@ -131,6 +131,7 @@ class Dispatcher:
         # as it ends (`_named`), ahead of the channels waiting their turn.
         self._again: set[int] = set()
         self._named: dict[int, Channel] = {}
+        self._reruns: dict[int, asyncio.Task[bool]] = {}
 
     def stop(self) -> None:
         """Stop claiming; in-flight sends get the grace period (W3). Safe from signal handlers."""
@@ -206,7 +207,7 @@ class Dispatcher:
         named, self._named = self._named, {}
         for channel in named.values():
             if channel.id not in self._jobs:
-                self._start(ctx, channel)
+                self._reruns[channel.id] = self._start(ctx, channel)
         if hint is not None and hint <= self._realtime.keys():
             for channel_id in sorted(hint):
                 if channel_id in self._jobs:
@@ -242,12 +243,13 @@ class Dispatcher:
             if channel_id not in self._jobs and self._resting.get(channel_id, 0.0) <= now:
                 self._start(ctx, channel)
 
-    def _start(self, ctx: JobContext, channel: Channel) -> None:
+    def _start(self, ctx: JobContext, channel: Channel) -> asyncio.Task[bool]:
         self._waiting.pop(channel.id, None)
         job = run_realtime if channel.mode is Mode.REALTIME else run_digest
         task = asyncio.create_task(job(ctx, channel), name=f"channel-{channel.id}")
         task.add_done_callback(functools.partial(self._job_done, channel))
         self._jobs[channel.id] = task
+        return task
 
     def _secrets_of(self, channel: Channel) -> list[str]:
         if channel.kind not in self.registry:
@@ -258,9 +260,12 @@ class Dispatcher:
         self._jobs.pop(channel.id, None)
         self._job_ended.set()
         again = channel.id in self._again
-        if again:  # named by a wake-up while it ran: it starts again at once, without rest
+        if again:  # named by a wake-up while it ran: it starts again at once
             self._again.discard(channel.id)
             self._named[channel.id] = channel
+        # A job started again that found nothing took what the wake-up announced in the job
+        # before: no reason to rest (a rest could outlast a retry's backoff).
+        rerun = self._reruns.pop(channel.id, None) is task
         if task.cancelled():
             return
         error = task.exception()
@@ -273,7 +278,7 @@ class Dispatcher:
             if log.isEnabledFor(logging.DEBUG):
                 lines = "".join(traceback.format_exception(error))
                 log.debug("channel %r job failed\n%s", channel.name, scrub_text(lines, secrets))
-        if error is not None or not (again or task.result()):
+        if error is not None or not (again or rerun or task.result()):
             # Due rows but nothing leased: no rate budget, a digest not yet due, or rows held
             # by another worker. Let the channel rest instead of asking again at once.
             rest = self._rest_s(channel, failed=error is not None)

@@ -87,11 +87,16 @@ def last_start(adapter: Adapter, channel: Channel, lease_ends: float) -> float:
 
 
 async def write(
-    ctx: JobContext, claim: Claim, results: list[SendResult], lease_ends: float
+    ctx: JobContext,
+    claim: Claim,
+    results: list[SendResult],
+    lease_ends: float,
+    healthy: bool = False,
 ) -> None:
     """Record the claim's results and give back its unsent rows. A database that is briefly
     away (a restart) is waited for, within the lease: the outcomes are known, and a claim left
-    unrecorded would stall its rows for a whole lease and then send them again."""
+    unrecorded would stall its rows for a whole lease and then send them again. `healthy`:
+    the claim saw the channel's breaker closed (an express claim)."""
     if ctx.metrics:
         for result in results:
             seconds = (result.finished_at - result.started_at).total_seconds()
@@ -109,6 +114,7 @@ async def write(
         rand=ctx.rand,
         deferred=unsent,
         breaker=ctx.breaker,
+        healthy=healthy,
     )
     fenced = 0
     for write in writes:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+from dataclasses import dataclass
 
 from tidings import tracing
 from tidings.channels.base import Adapter, Target
@@ -48,13 +49,12 @@ async def run_realtime(ctx: JobContext, channel: Channel) -> bool:
                 break
             if claimed is None:
                 break
-            claim, lease_ends, queued, asked = claimed
             leased = True
-            task = asyncio.create_task(_send_claim(ctx, claim, lease_ends, queued))
+            task = asyncio.create_task(_send_claim(ctx, claimed))
             # Released when the task ends however it ends (even cancelled before it ran).
-            task.add_done_callback(functools.partial(_release, queued))
+            task.add_done_callback(functools.partial(_release, claimed.queued))
             running.add(task)
-            if len(claim) < asked:
+            if len(claimed.claim) < claimed.asked:
                 # A short claim took what was due (or what the rate allowed): finish it and
                 # end the job. Rows that fall due later wake the dispatcher, which asks once
                 # for every channel instead of each job claiming again to find nothing.
@@ -75,9 +75,21 @@ async def run_realtime(ctx: JobContext, channel: Channel) -> bool:
     return leased
 
 
-async def _claim_next(ctx: JobContext, channel: Channel) -> tuple[Claim, float, Queued, int] | None:
-    """The channel's next realtime claim once the gate has room, with the monotonic time its
-    lease ends, its place in the gate and the rows it asked for; None when nothing (more)
+@dataclass(frozen=True)
+class Claimed:
+    claim: Claim
+    #: Monotonic time the lease ends.
+    lease_ends: float
+    #: Its rows' place in the claim gate.
+    queued: Queued
+    #: Rows the claim asked for.
+    asked: int
+    #: An express claim: it saw the channel's breaker closed.
+    express: bool
+
+
+async def _claim_next(ctx: JobContext, channel: Channel) -> Claimed | None:
+    """The channel's next realtime claim once the gate has room; None when nothing (more)
     can be leased now."""
     async with ctx.gate.claim(channel.id, ctx.claim_size) as size:
         if ctx.stopping.is_set():
@@ -86,7 +98,7 @@ async def _claim_next(ctx: JobContext, channel: Channel) -> tuple[Claim, float, 
         now = ctx.clock.monotonic()
         started_ns = tracing.now_ns()
         sweep = sweep_due(ctx, channel, now)
-        claim = await _claim(ctx, channel, size, sweep)
+        claim, express = await _claim(ctx, channel, size, sweep)
         ctx.events.remember(claim)
         if claim is None:
             return None
@@ -96,14 +108,16 @@ async def _claim_next(ctx: JobContext, channel: Channel) -> tuple[Claim, float, 
     if tracing.active():
         tracing.claimed(claim, started_ns)
     # `now` was read before the claim asked, so the lease ends after `now + lease_s`.
-    return claim, now + ctx.lease_s, queued, size
+    return Claimed(claim, now + ctx.lease_s, queued, size, express)
 
 
-async def _claim(ctx: JobContext, channel: Channel, size: int, sweep: bool) -> Claim | None:
+async def _claim(
+    ctx: JobContext, channel: Channel, size: int, sweep: bool
+) -> tuple[Claim | None, bool]:
     """The express claim where it serves (one round trip), else the full claim; the full
     one when the channel's sweep is due, unless this dispatcher never swept it: its first
     claim goes express too, and the sweep comes with a later full claim (the express claim
-    leases no row a sweep would end)."""
+    leases no row a sweep would end). True with an express claim."""
     first = channel.id not in ctx.swept_at
     if not sweep or first:
         claim = await ctx.store.claim_express(
@@ -112,7 +126,7 @@ async def _claim(ctx: JobContext, channel: Channel, size: int, sweep: bool) -> C
         if claim is not None:
             if first:
                 ctx.swept_at[channel.id] = ctx.clock.monotonic()
-            return claim
+            return claim, True
     claim = await ctx.store.claim_realtime(
         channel.id,
         size,
@@ -123,7 +137,7 @@ async def _claim(ctx: JobContext, channel: Channel, size: int, sweep: bool) -> C
     )
     if sweep:
         ctx.swept_at[channel.id] = ctx.clock.monotonic()
-    return claim
+    return claim, False
 
 
 def _first_failure(done: set[asyncio.Task[None]]) -> BaseException | None:
@@ -140,7 +154,7 @@ def _release(queued: Queued, _task: asyncio.Task[None]) -> None:
     queued.release()
 
 
-async def _send_claim(ctx: JobContext, claim: Claim, lease_ends: float, queued: Queued) -> None:
+async def _send_claim(ctx: JobContext, claimed: Claimed) -> None:
     """Send every row of a realtime claim, at most `ctx.slots` at once across the dispatcher.
 
     A few lanes each take the next row until none is left, rather than a task per row: a
@@ -151,6 +165,7 @@ async def _send_claim(ctx: JobContext, claim: Claim, lease_ends: float, queued: 
     its attempt revoked: sent that late it could go out twice, once by whoever leased it
     next. The first row of a claim always goes, so a claim always makes progress.
     """
+    claim, lease_ends, queued = claimed.claim, claimed.lease_ends, claimed.queued
     adapter = ctx.registry.get(claim.channel.kind)
     start_by = last_start(adapter, claim.channel, lease_ends)
     rows = iter(claim.items)
@@ -175,9 +190,9 @@ async def _send_claim(ctx: JobContext, claim: Claim, lease_ends: float, queued: 
         for task in lanes:
             task.cancel()
         await asyncio.gather(*lanes, return_exceptions=True)
-        await asyncio.shield(write(ctx, claim, results, lease_ends))
+        await asyncio.shield(write(ctx, claim, results, lease_ends, claimed.express))
         raise
-    await write(ctx, claim, results, lease_ends)
+    await write(ctx, claim, results, lease_ends, claimed.express)
 
 
 async def _send_one(
