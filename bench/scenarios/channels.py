@@ -5,16 +5,14 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
 import statistics
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from bench import bulk, workload
 from bench.database import drain, states_pg
+from bench.keys import shared_key_file
 from bench.processes import workers
 from bench.result import Result
 from bench.rig import Rig
@@ -154,31 +152,12 @@ def _drain_result(rig: Rig, sizes: Sizes) -> Result:
     )
 
 
-@contextlib.contextmanager
-def key_file(rig: Rig) -> Iterator[None]:
-    """One secret key file for this process and the workers it starts (they inherit its
-    environment): the first Hub creates it, and a worker must read what that Hub sealed."""
-    from tidings.store.keys import create_key_file  # on use: see bench/scenarios/raw.py
-
-    path = rig.tmp / "tidings.key"
-    create_key_file(path)  # False when an earlier part made it
-    before = os.environ.get("TIDINGS_SECRET_KEY_FILE")
-    os.environ["TIDINGS_SECRET_KEY_FILE"] = str(path)
-    try:
-        yield
-    finally:
-        if before is None:
-            del os.environ["TIDINGS_SECRET_KEY_FILE"]
-        else:
-            os.environ["TIDINGS_SECRET_KEY_FILE"] = before
-
-
 def run(rig: Rig) -> list[Result]:
     sizes = Sizes.of(rig)
     out: list[Result] = []
     for part in (_looks_results, lambda r, s: [_drain_result(r, s)]):
         try:
-            with key_file(rig):
+            with shared_key_file(rig.tmp):
                 out.extend(part(rig, sizes))
         except Exception as error:
             out.append(Result("channels", None, "", "postgresql", error=repr(error)))

@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench import bulk, workload
+from bench.keys import shared_key_file
 from bench.processes import workers
 from bench.result import Result
 from bench.rig import Rig
-from bench.scenarios.channels import key_file
 from bench.scenarios.latency import percentile
 
 #: Longest the quiet channels are published to while the backlog drains.
@@ -71,7 +71,7 @@ async def _publish_quietly(url: str, sizes: Sizes, backlog_left: Any) -> tuple[i
 
 def run(rig: Rig) -> list[Result]:
     sizes = Sizes.of(rig)
-    with key_file(rig), rig.pg.database() as (name, url):
+    with shared_key_file(rig.tmp), rig.pg.database() as (name, url):
         bulk.setup(url, _specs(rig, sizes))
         with rig.pg.connect(name) as conn:
             row = conn.execute("SELECT id FROM channels WHERE name = 'busy'").fetchone()
