@@ -6,8 +6,9 @@ It leases only where all of that still holds when the statement runs, so it neve
 row the full claim (`tidings.store.claims.claim_realtime`) would not; anything else (no such
 rows, or a channel that needs the full claim's checks) answers None, and the caller makes
 the full claim. Rows of a lease that ran out are left to it too (their audit rows), as are
-the sweep's rows (C2, O5). One round trip where the full claim makes six, and the claim's
-commit does not wait for the WAL flush (a claim lost in a crash is re-sent, never lost).
+the sweep's rows (C2, O5). One round trip, events included, where the full claim makes six,
+and the claim's commit does not wait for the WAL flush (a claim lost in a crash is re-sent,
+never lost).
 """
 
 from __future__ import annotations
@@ -22,8 +23,10 @@ from sqlalchemy import (
     BindParameter,
     Float,
     Select,
+    Text,
     any_,
     bindparam,
+    cast,
     exists,
     func,
     literal_column,
@@ -35,18 +38,19 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Connection
 
+from tidings.core import jsontext
 from tidings.core.model import Channel, Claim, ClaimedDelivery, Event
 from tidings.core.states import Mode, State
 from tidings.store import rows
 from tidings.store.channel_ops import load_channel
 from tidings.store.clock import TxClock
 from tidings.store.dialects import dialect_for
-from tidings.store.lease import events_of
 from tidings.store.schema import (
     UTCDateTime,
     channel_health,
     channels,
     deliveries,
+    events,
     rate_buckets,
 )
 from tidings.store.transitions import guard, state_in, target
@@ -54,6 +58,8 @@ from tidings.store.transitions import guard, state_in, target
 d = deliveries
 #: The channel's `updated_at` as the statement saw it, beside each leased row.
 CHANNEL_UPDATED_AT = "channel_updated_at_"
+#: The leased row's event columns, beside it.
+EVENT_PREFIX = "ev_"
 
 
 def claim_express(
@@ -81,13 +87,24 @@ def claim_express(
         if current is None:  # deleted since: its rows went with it
             return None
         channel = current
-    leased = [rows.delivery(r) for r in taken]
-    by_event = events_of(conn, dialect_for(conn), {x.event_id for x in leased}, known or {})
+    known = known or {}
     items = sorted(
-        (ClaimedDelivery(x, by_event[x.event_id]) for x in leased),
+        (ClaimedDelivery(rows.delivery(r), _event(r, known)) for r in taken),
         key=lambda item: item.delivery.id,
     )
     return Claim(token, owner, channel, items, items[0].delivery.next_attempt_at)
+
+
+def _event(row: Mapping[Any, Any], known: Mapping[int, Event]) -> Event:
+    """The row's event: the caller's copy when it has one (immutable, E3), else decoded
+    from the columns the statement joined (its JSON as text, decoded only here)."""
+    found = known.get(row["event_id"])
+    if found is not None:
+        return found
+    values = {c.name: row[EVENT_PREFIX + c.name] for c in events.c}
+    values["labels"] = jsontext.loads(values["labels"])
+    values["data"] = jsontext.loads(values["data"])
+    return rows.event(values)
 
 
 @functools.cache
@@ -146,4 +163,14 @@ def _statement() -> Select[Any]:
         .cte("taken")
     )
     updated_at = ch.c.updated_at.label(CHANNEL_UPDATED_AT)
-    return select(taken, updated_at).select_from(taken.join(ch, true()))
+    # The events come along (no second round trip); JSON as text, decoded only for events
+    # the caller does not know (an event fanned out to many channels is decoded once).
+    event_columns = [
+        (cast(c, Text) if c.name in ("labels", "data") else c).label(EVENT_PREFIX + c.name)
+        for c in events.c
+    ]
+    return (
+        select(taken, updated_at, *event_columns)
+        .select_from(taken.join(ch, true()))
+        .join(events, events.c.id == taken.c.event_id)
+    )
