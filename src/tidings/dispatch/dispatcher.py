@@ -236,10 +236,9 @@ class Dispatcher:
 
     def _start_waiting(self, ctx: JobContext) -> None:
         now = self._clock.monotonic()
-        for channel_id, channel in list(self._waiting.items()):
-            if len(self._jobs) >= JOBS_AT_ONCE:
-                break
-            del self._waiting[channel_id]
+        while self._waiting and len(self._jobs) < JOBS_AT_ONCE:
+            channel_id = next(iter(self._waiting))  # the first in turn, without a copy
+            channel = self._waiting.pop(channel_id)
             if channel_id not in self._jobs and self._resting.get(channel_id, 0.0) <= now:
                 self._start(ctx, channel)
 
