@@ -15,6 +15,7 @@ from pathlib import Path
 
 from bench import report
 from bench.database import Postgres
+from bench.keys import shared_key_file
 from bench.peers.scenario import scenario_peers
 from bench.processes import ROOT, Sink
 from bench.result import Counts, Result
@@ -83,7 +84,10 @@ def open_rig(pg: Postgres, counts: Counts, rounds: int) -> Iterator[Rig]:
     try:
         sink = Sink()
         print(f"bench: {pg.where}, PostgreSQL {pg.version}; sink on port {sink.port}", flush=True)
-        with tempfile.TemporaryDirectory(prefix="tidings-bench-") as tmpdir:
+        with (
+            tempfile.TemporaryDirectory(prefix="tidings-bench-") as tmpdir,
+            shared_key_file(Path(tmpdir)),  # workers read what the bench's Hubs sealed
+        ):
             yield Rig(pg, sink, counts, Path(tmpdir), rounds)
     finally:
         if sink is not None:
