@@ -44,6 +44,8 @@ class ClaimGate:
         self._fresh = asyncio.Semaphore(fresh_at_once)
         #: Set when room may have come (each waiter checks its own).
         self._changed = asyncio.Event()
+        #: Claims of channels with nothing waiting that wait for room.
+        self._fresh_waiting = 0
 
     @contextlib.asynccontextmanager
     async def claim(self, channel_id: int = 0, rows: int = 1) -> AsyncIterator[int]:
@@ -58,7 +60,11 @@ class ClaimGate:
         async with self._fresh if fresh else self._claiming:
             while (room := self._room(channel_id, rows)) <= 0:
                 self._changed.clear()
-                await self._changed.wait()
+                self._fresh_waiting += fresh
+                try:
+                    await self._changed.wait()
+                finally:
+                    self._fresh_waiting -= fresh
             held = room if fresh else 0
             self.waiting += held
             try:
@@ -83,7 +89,11 @@ class ClaimGate:
         self._by_channel[channel_id] -= rows
         if self._by_channel[channel_id] <= 0:
             del self._by_channel[channel_id]
-        if self.waiting < RESERVED_FACTOR * self.ahead:
+        # Wake waiters only when one of them may go: a busy channel's claim waits below
+        # `ahead`, and waking it for every send in between costs a task switch each.
+        if self.waiting < self.ahead or (
+            self._fresh_waiting and self.waiting < RESERVED_FACTOR * self.ahead
+        ):
             self._changed.set()
 
 
