@@ -5,11 +5,9 @@ asserts speed. Imports every scenario, and nothing imports it but `python -m ben
 from __future__ import annotations
 
 import argparse
-import base64
 import contextlib
 import dataclasses
 import json
-import os
 import sys
 import tempfile
 import time
@@ -18,11 +16,23 @@ from pathlib import Path
 
 from bench import report
 from bench.database import Postgres
+from bench.keys import shared_key_file
 from bench.peers.scenario import scenario_peers
 from bench.processes import ROOT, Sink
 from bench.result import Counts, Result
 from bench.rig import Rig
-from bench.scenarios import digest, e2e, history, latency, publish, raw, retention, roundtrips
+from bench.scenarios import (
+    channels,
+    digest,
+    e2e,
+    fairness,
+    history,
+    latency,
+    publish,
+    raw,
+    retention,
+    roundtrips,
+)
 
 RESULTS = ROOT / "bench" / "results"
 
@@ -31,6 +41,8 @@ SCENARIOS: dict[str, Callable[[Rig], list[Result]]] = {
     "raw": raw.run,
     "e2e": e2e.run,
     "publish": publish.run,
+    "channels": channels.run,
+    "fairness": fairness.run,
     "latency": latency.run,
     "digest": digest.run,
     "roundtrips": roundtrips.run,
@@ -90,7 +102,10 @@ def open_rig(
     try:
         sink = Sink()
         print(f"bench: {pg.where}, PostgreSQL {pg.version}; sink on port {sink.port}", flush=True)
-        with tempfile.TemporaryDirectory(prefix="tidings-bench-") as tmpdir:
+        with (
+            tempfile.TemporaryDirectory(prefix="tidings-bench-") as tmpdir,
+            shared_key_file(Path(tmpdir)),  # workers read what the bench's Hubs sealed
+        ):
             yield Rig(pg, sink, counts, Path(tmpdir), rounds, keep_history=keep_history)
     finally:
         if sink is not None:
@@ -100,9 +115,6 @@ def open_rig(
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    # One secret key for the bench and every process it starts (they run in other working
-    # directories, where a key file of their own would not open this one's secrets).
-    os.environ.setdefault("TIDINGS_SECRET_KEY", base64.b64encode(os.urandom(32)).decode())
     counts = Counts.make(args.quick)
     only = {s for s in args.only.split(",") if s}
     rounds = args.rounds or (1 if args.quick else 3)

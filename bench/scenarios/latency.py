@@ -10,6 +10,7 @@ import time
 import httpx
 
 from bench import workload
+from bench.keys import shared_key_file
 from bench.processes import Sink, workers
 from bench.result import Result
 from bench.rig import Rig
@@ -52,7 +53,7 @@ def _latencies_ms(rig: Rig, url: str) -> list[float]:
 
 
 def run(rig: Rig) -> list[Result]:
-    with rig.pg.database() as (_name, url):
+    with shared_key_file(rig.tmp), rig.pg.database() as (_name, url):
         asyncio.run(workload.setup(url, [workload.webhook("lat", rig.sink.url("/lat"))]))
         lat = _latencies_ms(rig, url)
     notes = {

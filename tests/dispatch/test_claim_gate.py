@@ -12,7 +12,7 @@ import tidings
 from tests.dispatch.helpers import running, settled, webhook
 from tests.sink import Answer, Sink
 from tidings.core.states import State
-from tidings.dispatch.gate import CLAIMS_AT_ONCE, ClaimGate
+from tidings.dispatch.gate import CLAIMS_AT_ONCE, RESERVED_FACTOR, ClaimGate
 from tidings.dispatch.jobs import CLAIMS_AHEAD
 from tidings.store.schema import deliveries
 
@@ -23,8 +23,10 @@ async def _let_run() -> None:
         await asyncio.sleep(0)
 
 
-async def _entered(gate: ClaimGate, log: list[str], name: str, hold: asyncio.Event) -> None:
-    async with gate.claim():
+async def _entered(
+    gate: ClaimGate, log: list[str], name: str, hold: asyncio.Event, channel_id: int = 0
+) -> None:
+    async with gate.claim(channel_id):
         log.append(name)
         await hold.wait()
 
@@ -44,8 +46,30 @@ async def test_a_claim_waits_while_the_rows_ahead_are_enough() -> None:
     assert gate.waiting == 2
 
 
+async def test_a_channel_with_nothing_waiting_claims_in_the_room_kept_for_others() -> None:
+    # A busy channel filled the gate: its next claim waits, a quiet channel's does not
+    # (until twice `ahead` wait), so a backlog's claims never keep a quiet channel out.
+    gate = ClaimGate(ahead=4)
+    gate.leased(4, channel_id=1)
+    log: list[str] = []
+    go = asyncio.Event()
+    go.set()
+    busy = asyncio.create_task(_entered(gate, log, "busy", go, channel_id=1))
+    await _let_run()
+    quiet = asyncio.create_task(_entered(gate, log, "quiet", go, channel_id=2))
+    await asyncio.wait_for(quiet, 1)
+    assert log == ["quiet"]
+    gate.leased(4, channel_id=2)  # now twice `ahead` wait: no more room for anyone
+    late = asyncio.create_task(_entered(gate, log, "late", go, channel_id=3))
+    await _let_run()
+    assert log == ["quiet"]
+    busy.cancel()
+    late.cancel()
+    await asyncio.gather(busy, late, return_exceptions=True)
+
+
 async def test_at_most_at_once_claims_run_and_the_rest_take_turns_in_order() -> None:
-    gate = ClaimGate(ahead=100, at_once=2)
+    gate = ClaimGate(ahead=100, at_once=2, fresh_at_once=2)
     log: list[str] = []
     hold = asyncio.Event()
     tasks = [asyncio.create_task(_entered(gate, log, f"c{i}", hold)) for i in range(4)]
@@ -78,13 +102,13 @@ async def test_many_busy_channels_are_not_all_leased_at_once(hub: tidings.Hub, s
     # Ten channels of ten rows, two send slots and slow answers: sending takes a while.
     # Without the gate each channel's job would lease its rows at once (all 100 waiting);
     # with it, rows leased and not yet sent out are bounded by what may wait
-    # (claim_size × CLAIMS_AHEAD), the claims that found room together, and the sends
-    # on their way.
+    # (claim_size × CLAIMS_AHEAD, twice that for channels with nothing waiting), the claims
+    # that found room together, and the sends on their way.
     sink.default("/hook", Answer(200, delay_s=0.03))
     for i in range(10):
         await webhook(hub, sink.url("/hook"), name=f"hook-{i}")
     claim_size, concurrency = 5, 2
-    bound = claim_size * CLAIMS_AHEAD - 1 + CLAIMS_AT_ONCE * claim_size + concurrency
+    bound = claim_size * CLAIMS_AHEAD * RESERVED_FACTOR + CLAIMS_AT_ONCE * claim_size + concurrency
     seen: list[int] = []
     async with running(hub, concurrency=concurrency, claim_size=claim_size):
         await hub.publish_many([{"kind": "k", "subject": f"s{i}"} for i in range(10)])

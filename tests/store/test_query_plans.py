@@ -263,3 +263,25 @@ async def test_the_dashboard_and_a_delivery_s_detail_read_indexes(hub: tidings.H
     joined = "\n".join(plan for _, plan in plans)
     for index in ("ix_attempts_finished_at", "ix_deliveries_fallback_of"):
         assert index in joined, joined
+
+
+async def test_looking_for_due_channels_visits_only_channels_with_live_rows(
+    hub: tidings.Hub,
+) -> None:
+    # Ten thousand idle channels must not make each look ten thousand probes: the look
+    # skips through the claim index from one channel with live rows to the next, and reads
+    # each such channel by its key, never a scan of (or a join against) every channel.
+    for name in ("idle-1", "idle-2", "idle-3"):
+        await channel(hub, name, tenant="other")
+    busy = await channel(hub, "busy", tenant="t")
+    await publish(hub, 5, tenant="t")
+    for ask in (hub.store.due_channels, hub.store.next_due_at):
+        sql, params = await _captured(hub, "FROM deliveries", ask)
+        plan = await _plan(hub, sql, params)
+        if hub.store.backend == "sqlite":
+            assert "SCAN channels" not in plan, plan
+        else:
+            assert "Seq Scan on channels" not in plan, plan
+            assert "Join" not in plan, plan
+        assert "ix_deliveries_claimable" in plan, plan
+    assert [c.id for c in await hub.store.due_channels()] == [busy.id]

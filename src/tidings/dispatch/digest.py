@@ -54,7 +54,7 @@ async def _send_digest(ctx: JobContext, claim: Claim, lease_ends: float) -> None
             results.append(sending.render_failed(claim.ids, batch_id, error, ctx.clock.now))
             return
         for index, message in enumerate(messages):
-            async with ctx.slots:
+            async with ctx.slots.slot(claim.channel.id):
                 # Checked again once the token is spent, right before the send: waiting for
                 # the slot or the bucket's lock may have taken the time the send needed.
                 if index > 0 and (

@@ -31,6 +31,7 @@ from tidings.dispatch.jobs import CLAIMS_AHEAD, JobContext
 from tidings.dispatch.memory import EventMemory
 from tidings.dispatch.realtime import run_realtime
 from tidings.dispatch.retention import Purger
+from tidings.dispatch.slots import SendSlots
 from tidings.dispatch.wakeup import Wakeup
 from tidings.metrics import Metrics
 from tidings.store import Store
@@ -42,6 +43,14 @@ log = logging.getLogger("tidings.dispatch")
 LEASE_TIMEOUT_FACTOR = 4
 #: How long a channel rests after its job failed, at most (a poll interval may be long).
 FAILED_JOB_REST_S = 1.0
+#: Channel jobs one dispatcher runs at once. Due channels beyond it wait their turn in the
+#: order a look found them; a channel a wake-up names starts at once, whatever runs.
+JOBS_AT_ONCE = 64
+#: After a job ends, a dispatcher looks for due channels at most this often: with many
+#: quiet channels, each job's end asking anew kept the loop (and the database) busy with
+#: looks while wake-ups waited for it. New work wakes it at once anyway; this only delays
+#: rows falling due without an announcement (a retry's backoff) by as much.
+LOOK_AFTER_JOB_S = 0.1
 
 
 @dataclass(frozen=True)
@@ -110,6 +119,19 @@ class Dispatcher:
         # The last answer's due channels, by id: the store answers an unchanged one from here
         # rather than decoding it again.
         self._due_before: dict[int, Channel] = {}
+        # Due channels a look found that wait for a job, in the order to start them: while
+        # any wait, a job's end starts the next one instead of looking again (with ten
+        # thousand due channels, a look per job end costs as much as the jobs).
+        self._waiting: dict[int, Channel] = {}
+        self._looked_at = float("-inf")  # monotonic
+        # Set by `_sleep` when it woke only because a job ended, and a look was put off.
+        self._only_ended = False
+        self._look_put_off = False
+        # Channels a wake-up named while their job ran (`_again`), started again as soon
+        # as it ends (`_named`), ahead of the channels waiting their turn.
+        self._again: set[int] = set()
+        self._named: dict[int, Channel] = {}
+        self._reruns: dict[int, asyncio.Task[bool]] = {}
 
     def stop(self) -> None:
         """Stop claiming; in-flight sends get the grace period (W3). Safe from signal handlers."""
@@ -147,7 +169,7 @@ class Dispatcher:
                 attempt_at=self._clock.now(),
                 traceparent=traceparent,
             ),
-            slots=asyncio.Semaphore(self.config.concurrency),
+            slots=SendSlots(self.config.concurrency),
             lanes=self.config.concurrency,
             # Rows leased ahead of the sends, across every channel of this dispatcher.
             gate=ClaimGate(ahead=CLAIMS_AHEAD * self.config.claim_size),
@@ -176,23 +198,57 @@ class Dispatcher:
                     await asyncio.wait_for(self._stopping.wait(), self.config.poll_interval_s)
 
     async def _start_jobs(self, ctx: JobContext, hint: Hint) -> None:
-        """Start a job for each due channel without one. Woken for known realtime channels,
-        claim for them at once: asking which channels are due would only delay the send (and
-        `_sleep` still wakes for anything else that falls due)."""
+        """Start jobs for due channels without one. Woken for known realtime channels, claim
+        for them at once, ahead of any channel waiting its turn: asking which channels are
+        due would only delay the send (and `_sleep` still wakes for anything else that
+        falls due). Otherwise look again only once every channel found by the last look has
+        started, or the poll interval has passed since it."""
+        now = self._clock.monotonic()
+        named, self._named = self._named, {}
+        for channel in named.values():
+            if channel.id not in self._jobs:
+                self._reruns[channel.id] = self._start(ctx, channel)
         if hint is not None and hint <= self._realtime.keys():
-            channels = [self._realtime[i] for i in sorted(hint)]
-        else:
+            for channel_id in sorted(hint):
+                if channel_id in self._jobs:
+                    self._again.add(channel_id)
+                else:
+                    self._start(ctx, self._realtime[channel_id])
+        elif self._should_look(now):
+            self._looked_at = now
+            self._look_put_off = False
             channels = await self.store.due_channels(self._due_before)
             self._due_before = {c.id: c for c in channels}
             self._realtime.update((c.id, c) for c in channels if c.mode is Mode.REALTIME)
+            self._waiting.update((c.id, c) for c in channels if c.id not in self._jobs)
+        self._start_waiting(ctx)
+
+    def _should_look(self, now: float) -> bool:
+        since = now - self._looked_at
+        if since >= self.config.poll_interval_s:
+            return True
+        if self._waiting:
+            return False
+        if self._only_ended and since < LOOK_AFTER_JOB_S:
+            self._look_put_off = True
+            return False
+        return True
+
+    def _start_waiting(self, ctx: JobContext) -> None:
         now = self._clock.monotonic()
-        for channel in channels:
-            if channel.id in self._jobs or self._resting.get(channel.id, 0.0) > now:
-                continue
-            job = run_realtime if channel.mode is Mode.REALTIME else run_digest
-            task = asyncio.create_task(job(ctx, channel), name=f"channel-{channel.id}")
-            task.add_done_callback(functools.partial(self._job_done, channel))
-            self._jobs[channel.id] = task
+        while self._waiting and len(self._jobs) < JOBS_AT_ONCE:
+            channel_id = next(iter(self._waiting))  # the first in turn, without a copy
+            channel = self._waiting.pop(channel_id)
+            if channel_id not in self._jobs and self._resting.get(channel_id, 0.0) <= now:
+                self._start(ctx, channel)
+
+    def _start(self, ctx: JobContext, channel: Channel) -> asyncio.Task[bool]:
+        self._waiting.pop(channel.id, None)
+        job = run_realtime if channel.mode is Mode.REALTIME else run_digest
+        task = asyncio.create_task(job(ctx, channel), name=f"channel-{channel.id}")
+        task.add_done_callback(functools.partial(self._job_done, channel))
+        self._jobs[channel.id] = task
+        return task
 
     def _secrets_of(self, channel: Channel) -> list[str]:
         if channel.kind not in self.registry:
@@ -202,6 +258,13 @@ class Dispatcher:
     def _job_done(self, channel: Channel, task: asyncio.Task[bool]) -> None:
         self._jobs.pop(channel.id, None)
         self._job_ended.set()
+        again = channel.id in self._again
+        if again:  # named by a wake-up while it ran: it starts again at once
+            self._again.discard(channel.id)
+            self._named[channel.id] = channel
+        # A job started again that found nothing took what the wake-up announced in the job
+        # before: no reason to rest (a rest could outlast a retry's backoff).
+        rerun = self._reruns.pop(channel.id, None) is task
         if task.cancelled():
             return
         error = task.exception()
@@ -214,7 +277,7 @@ class Dispatcher:
             if log.isEnabledFor(logging.DEBUG):
                 lines = "".join(traceback.format_exception(error))
                 log.debug("channel %r job failed\n%s", channel.name, scrub_text(lines, secrets))
-        if error is not None or not task.result():
+        if error is not None or not (again or rerun or task.result()):
             # Due rows but nothing leased: no rate budget, a digest not yet due, or rows held
             # by another worker. Let the channel rest instead of asking again at once.
             rest = self._rest_s(channel, failed=error is not None)
@@ -239,9 +302,12 @@ class Dispatcher:
             if until_due > 0:
                 timeout = min(timeout, until_due)
         now = self._clock.monotonic()
-        resting = [t - now for t in self._resting.values() if t > now]
-        if resting:
-            timeout = min(timeout, min(resting))
+        self._resting = {i: t for i, t in self._resting.items() if t > now}
+        if self._resting:
+            timeout = min(timeout, min(self._resting.values()) - now)
+        if self._look_put_off:
+            timeout = min(timeout, self._looked_at + LOOK_AFTER_JOB_S - now)
+        self._only_ended = False
         if not self._jobs:
             self.idle.set()
         waiters = [asyncio.create_task(wakeup.wait(timeout))]
@@ -259,7 +325,10 @@ class Dispatcher:
             await asyncio.sleep(0)
             self._job_ended.clear()
         woken = waiters[0]
-        if not (woken.done() and not woken.cancelled() and woken.result()):
+        if not woken.done() or woken.cancelled():
+            self._only_ended = True  # a job ended (or a stop): no wake-up, no timeout
+            return None
+        if not woken.result():
             return None
         hint = wakeup.take_hint()
         # New work announced: the channels it names (or all) may look again at once.

@@ -6,66 +6,113 @@ by side while the sends wait, a second dispatcher finds nothing left to lease (W
 rows sit leased for as long as it takes to send everything before them. The gate lets a
 few claims run at a time, and only while the rows already leased and still waiting for a
 send slot are fewer than `ahead`; past it, claims wait for sends to catch up.
+
+A channel with no rows waiting may claim while fewer than twice `ahead` wait, and has
+claim places of its own: room kept for the channels other than a busy one, so a quiet
+channel's one message is neither leased only after a backlog's next claim has gone out,
+nor queued behind the claims of a hundred other quiet channels' messages.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import Counter
 from collections.abc import AsyncIterator
 
 #: Claim transactions one dispatcher runs at once: enough to overlap their round trips,
 #: few enough that a burst over many channels does not queue on the database.
 CLAIMS_AT_ONCE = 4
+#: Claims of channels with no rows waiting that run at once, beside those: such claims are
+#: small (a channel's first, or a quiet channel's one message), and many at once.
+FRESH_AT_ONCE = 16
+#: How much more than `ahead` may wait once channels with nothing waiting claim too.
+RESERVED_FACTOR = 2
 
 
 class ClaimGate:
-    def __init__(self, ahead: int, at_once: int = CLAIMS_AT_ONCE) -> None:
-        if ahead < 1 or at_once < 1:
+    def __init__(
+        self, ahead: int, at_once: int = CLAIMS_AT_ONCE, fresh_at_once: int = FRESH_AT_ONCE
+    ) -> None:
+        if ahead < 1 or at_once < 1 or fresh_at_once < 1:
             raise ValueError("a claim gate needs ahead >= 1 and at_once >= 1")
         self.ahead = ahead
         #: Rows leased by this dispatcher that have not yet gone to a send (or back).
         self.waiting = 0
+        self._by_channel: Counter[int] = Counter()
         self._claiming = asyncio.Semaphore(at_once)
-        self._room = asyncio.Event()
-        self._room.set()
+        self._fresh = asyncio.Semaphore(fresh_at_once)
+        #: Set when room may have come (each waiter checks its own).
+        self._changed = asyncio.Event()
+        #: Claims of channels with nothing waiting that wait for room.
+        self._fresh_waiting = 0
 
     @contextlib.asynccontextmanager
-    async def claim(self) -> AsyncIterator[None]:
-        """Hold one of the claim places once there is room; claimers take turns in order."""
-        async with self._claiming:
-            while self.waiting >= self.ahead:
-                await self._room.wait()
-            yield
+    async def claim(self, channel_id: int = 0, rows: int = 1) -> AsyncIterator[int]:
+        """Hold one of the claim places once there is room for `channel_id`, and answer how
+        many of the `rows` asked for the claim may take; claimers take turns in order.
 
-    def leased(self, rows: int) -> Queued:
+        A channel with rows waiting may take them all once fewer than `ahead` wait. One with
+        none takes at most what is left of twice `ahead`, held for it until the block ends
+        (by then `leased` counts what it took): however many such claims run together, they
+        never lease more than that."""
+        fresh = self._by_channel[channel_id] == 0
+        async with self._fresh if fresh else self._claiming:
+            while (room := self._room(channel_id, rows)) <= 0:
+                self._changed.clear()
+                self._fresh_waiting += fresh
+                try:
+                    await self._changed.wait()
+                finally:
+                    self._fresh_waiting -= fresh
+            held = room if fresh else 0
+            self.waiting += held
+            try:
+                yield room
+            finally:
+                self.waiting -= held
+                self._changed.set()
+
+    def _room(self, channel_id: int, rows: int) -> int:
+        if self._by_channel[channel_id]:
+            return rows if self.waiting < self.ahead else 0
+        return min(rows, RESERVED_FACTOR * self.ahead - self.waiting)
+
+    def leased(self, rows: int, channel_id: int = 0) -> Queued:
         """Count a claim's rows in; each leaves through the answer when it goes to a send."""
         self.waiting += rows
-        if self.waiting >= self.ahead:
-            self._room.clear()
-        return Queued(self, rows)
+        self._by_channel[channel_id] += rows
+        return Queued(self, rows, channel_id)
 
-    def _left(self, rows: int) -> None:
+    def _left(self, rows: int, channel_id: int) -> None:
         self.waiting -= rows
-        if self.waiting < self.ahead:
-            self._room.set()
+        self._by_channel[channel_id] -= rows
+        if self._by_channel[channel_id] <= 0:
+            del self._by_channel[channel_id]
+        # Wake waiters only when one of them may go: a busy channel's claim waits below
+        # `ahead`, and waking it for every send in between costs a task switch each.
+        if self.waiting < self.ahead or (
+            self._fresh_waiting and self.waiting < RESERVED_FACTOR * self.ahead
+        ):
+            self._changed.set()
 
 
 class Queued:
     """One claim's rows still waiting for a send."""
 
-    def __init__(self, gate: ClaimGate, rows: int) -> None:
+    def __init__(self, gate: ClaimGate, rows: int, channel_id: int = 0) -> None:
         self._gate = gate
         self.rows = rows
+        self._channel_id = channel_id
 
     def one(self) -> None:
         """A row went to a send, or was given back unsent."""
         if self.rows > 0:
             self.rows -= 1
-            self._gate._left(1)
+            self._gate._left(1, self._channel_id)
 
     def release(self) -> None:
         """The claim is over: whatever did not go to a send was given back."""
         if self.rows > 0:
-            self._gate._left(self.rows)
+            self._gate._left(self.rows, self._channel_id)
             self.rows = 0

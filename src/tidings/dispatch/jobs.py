@@ -20,6 +20,7 @@ from tidings.dispatch import report, sending
 from tidings.dispatch.gate import ClaimGate
 from tidings.dispatch.memory import EventMemory
 from tidings.dispatch.report import SendResult
+from tidings.dispatch.slots import SendSlots
 from tidings.metrics import Metrics
 from tidings.store import Store
 
@@ -48,7 +49,8 @@ class JobContext:
     registry: Registry
     #: A send's context; given the send span's traceparent when tracing is on.
     send_context: Callable[..., SendContext]
-    slots: asyncio.Semaphore
+    #: Send slots across all channels, handed out in turns by channel.
+    slots: SendSlots
     worker_id: str
     lease_s: float
     claim_size: int
@@ -85,11 +87,16 @@ def last_start(adapter: Adapter, channel: Channel, lease_ends: float) -> float:
 
 
 async def write(
-    ctx: JobContext, claim: Claim, results: list[SendResult], lease_ends: float
+    ctx: JobContext,
+    claim: Claim,
+    results: list[SendResult],
+    lease_ends: float,
+    healthy: bool = False,
 ) -> None:
     """Record the claim's results and give back its unsent rows. A database that is briefly
     away (a restart) is waited for, within the lease: the outcomes are known, and a claim left
-    unrecorded would stall its rows for a whole lease and then send them again."""
+    unrecorded would stall its rows for a whole lease and then send them again. `healthy`:
+    the claim saw the channel's breaker closed (an express claim)."""
     if ctx.metrics:
         for result in results:
             seconds = (result.finished_at - result.started_at).total_seconds()
@@ -107,6 +114,7 @@ async def write(
         rand=ctx.rand,
         deferred=unsent,
         breaker=ctx.breaker,
+        healthy=healthy,
     )
     fenced = 0
     for write in writes:

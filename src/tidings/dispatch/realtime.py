@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+from dataclasses import dataclass
 
 from tidings import tracing
 from tidings.channels.base import Adapter, Target
@@ -48,13 +49,12 @@ async def run_realtime(ctx: JobContext, channel: Channel) -> bool:
                 break
             if claimed is None:
                 break
-            claim, lease_ends, queued = claimed
             leased = True
-            task = asyncio.create_task(_send_claim(ctx, claim, lease_ends, queued))
+            task = asyncio.create_task(_send_claim(ctx, claimed))
             # Released when the task ends however it ends (even cancelled before it ran).
-            task.add_done_callback(functools.partial(_release, queued))
+            task.add_done_callback(functools.partial(_release, claimed.queued))
             running.add(task)
-            if len(claim) < ctx.claim_size:
+            if len(claimed.claim) < claimed.asked:
                 # A short claim took what was due (or what the rate allowed): finish it and
                 # end the job. Rows that fall due later wake the dispatcher, which asks once
                 # for every channel instead of each job claiming again to find nothing.
@@ -75,36 +75,69 @@ async def run_realtime(ctx: JobContext, channel: Channel) -> bool:
     return leased
 
 
-async def _claim_next(ctx: JobContext, channel: Channel) -> tuple[Claim, float, Queued] | None:
-    """The channel's next realtime claim once the gate has room, with the monotonic time its
-    lease ends and its place in the gate; None when nothing (more) can be leased now."""
-    async with ctx.gate.claim():
+@dataclass(frozen=True)
+class Claimed:
+    claim: Claim
+    #: Monotonic time the lease ends.
+    lease_ends: float
+    #: Its rows' place in the claim gate.
+    queued: Queued
+    #: Rows the claim asked for.
+    asked: int
+    #: An express claim: it saw the channel's breaker closed.
+    express: bool
+
+
+async def _claim_next(ctx: JobContext, channel: Channel) -> Claimed | None:
+    """The channel's next realtime claim once the gate has room; None when nothing (more)
+    can be leased now."""
+    async with ctx.gate.claim(channel.id, ctx.claim_size) as size:
         if ctx.stopping.is_set():
             return None  # stopped while waiting for room
         # Read after the wait for room, so the lease estimate below is not cut short.
         now = ctx.clock.monotonic()
         started_ns = tracing.now_ns()
         sweep = sweep_due(ctx, channel, now)
-        claim = await ctx.store.claim_realtime(
-            channel.id,
-            ctx.claim_size,
-            ctx.lease_s,
-            ctx.worker_id,
-            swept=sweep,
-            known_events=ctx.events.known,
-        )
+        claim, express = await _claim(ctx, channel, size, sweep)
         ctx.events.remember(claim)
-        if sweep:
-            ctx.swept_at[channel.id] = now
         if claim is None:
             return None
-        queued = ctx.gate.leased(len(claim))
+        queued = ctx.gate.leased(len(claim), channel.id)
     if ctx.metrics:
         ctx.metrics.claimed("realtime", len(claim))
     if tracing.active():
         tracing.claimed(claim, started_ns)
     # `now` was read before the claim asked, so the lease ends after `now + lease_s`.
-    return claim, now + ctx.lease_s, queued
+    return Claimed(claim, now + ctx.lease_s, queued, size, express)
+
+
+async def _claim(
+    ctx: JobContext, channel: Channel, size: int, sweep: bool
+) -> tuple[Claim | None, bool]:
+    """The express claim where it serves (one round trip), else the full claim; the full
+    one when the channel's sweep is due, unless this dispatcher never swept it: its first
+    claim goes express too, and the sweep comes with a later full claim (the express claim
+    leases no row a sweep would end). True with an express claim."""
+    first = channel.id not in ctx.swept_at
+    if not sweep or first:
+        claim = await ctx.store.claim_express(
+            channel, size, ctx.lease_s, ctx.worker_id, known_events=ctx.events.known
+        )
+        if claim is not None:
+            if first:
+                ctx.swept_at[channel.id] = ctx.clock.monotonic()
+            return claim, True
+    claim = await ctx.store.claim_realtime(
+        channel.id,
+        size,
+        ctx.lease_s,
+        ctx.worker_id,
+        swept=sweep,
+        known_events=ctx.events.known,
+    )
+    if sweep:
+        ctx.swept_at[channel.id] = ctx.clock.monotonic()
+    return claim, False
 
 
 def _first_failure(done: set[asyncio.Task[None]]) -> BaseException | None:
@@ -121,7 +154,7 @@ def _release(queued: Queued, _task: asyncio.Task[None]) -> None:
     queued.release()
 
 
-async def _send_claim(ctx: JobContext, claim: Claim, lease_ends: float, queued: Queued) -> None:
+async def _send_claim(ctx: JobContext, claimed: Claimed) -> None:
     """Send every row of a realtime claim, at most `ctx.slots` at once across the dispatcher.
 
     A few lanes each take the next row until none is left, rather than a task per row: a
@@ -132,6 +165,7 @@ async def _send_claim(ctx: JobContext, claim: Claim, lease_ends: float, queued: 
     its attempt revoked: sent that late it could go out twice, once by whoever leased it
     next. The first row of a claim always goes, so a claim always makes progress.
     """
+    claim, lease_ends, queued = claimed.claim, claimed.lease_ends, claimed.queued
     adapter = ctx.registry.get(claim.channel.kind)
     start_by = last_start(adapter, claim.channel, lease_ends)
     rows = iter(claim.items)
@@ -141,7 +175,7 @@ async def _send_claim(ctx: JobContext, claim: Claim, lease_ends: float, queued: 
     async def lane() -> None:
         nonlocal started
         for item in rows:
-            async with ctx.slots:
+            async with ctx.slots.slot(claim.channel.id):
                 queued.one()
                 if started and ctx.clock.monotonic() > start_by:
                     continue  # left out of the results: given back by _write
@@ -156,9 +190,9 @@ async def _send_claim(ctx: JobContext, claim: Claim, lease_ends: float, queued: 
         for task in lanes:
             task.cancel()
         await asyncio.gather(*lanes, return_exceptions=True)
-        await asyncio.shield(write(ctx, claim, results, lease_ends))
+        await asyncio.shield(write(ctx, claim, results, lease_ends, claimed.express))
         raise
-    await write(ctx, claim, results, lease_ends)
+    await write(ctx, claim, results, lease_ends, claimed.express)
 
 
 async def _send_one(

@@ -93,9 +93,11 @@ def plan(
     rand: Callable[[], float],
     deferred: Sequence[int] = (),
     breaker: Policy | None = None,
+    healthy: bool = False,
 ) -> list[Write]:
     """The writes that record every result of `claim` (scrubbed) and give back the rows not
-    sent, and then what they say about the channel's health (H1)."""
+    sent, and then what they say about the channel's health (H1). `healthy`: the claim saw
+    the breaker closed, so deliveries alone have nothing to tell it."""
     channel, token = claim.channel, claim.token
     results = scrubbed(adapter, claim, results)
     attempts_at_claim = {item.delivery.id: item.delivery.attempts for item in claim.items}
@@ -148,6 +150,8 @@ def plan(
     if deferred:
         writes.append(_write("defer", deferred, store.defer, token))
     health = _health(store, channel.id, results, breaker or Policy())
+    if healthy and not any(isinstance(r.outcome, Retry) for r in results):
+        health = None
     if health is not None:
         writes.append(health)
     return writes

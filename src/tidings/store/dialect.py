@@ -69,6 +69,8 @@ class Dialect:
     #: async driver: SQLite works in C with the GIL released, so a transaction in a thread
     #: overlaps the sends, where an async driver hops threads for every statement.
     transactions_on_threads: ClassVar[bool] = False
+    #: A realtime claim may be one statement without BEGIN/COMMIT (`tidings.store.express`).
+    express_claims: ClassVar[bool] = False
     #: `announce` reaches other processes, which hear it through `listener`.
     cross_process_wakeups: ClassVar[bool] = False
     #: `update_with_attempts` sends one statement, which needs no BEGIN and COMMIT.

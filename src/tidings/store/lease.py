@@ -78,7 +78,7 @@ def lease(
         return None
     insert_attempts(conn, _lost_lease_rows(taken, now))
     leased = [rows.delivery(r) for r in taken]
-    by_event = _events(conn, dialect, {x.event_id for x in leased}, known or {})
+    by_event = events_of(conn, dialect, {x.event_id for x in leased}, known or {})
     items = sorted(
         (ClaimedDelivery(x, by_event[x.event_id]) for x in leased),
         key=lambda item: item.delivery.id,
@@ -89,9 +89,10 @@ def lease(
     return claim
 
 
-def _events(
+def events_of(
     conn: Connection, dialect: Dialect, wanted: set[int], known: Mapping[int, Event]
 ) -> dict[int, Event]:
+    """The events `wanted`, from `known` where there, the rest read in one statement."""
     found: dict[int, Event] = {}
     missing: list[int] = []
     for event_id in sorted(wanted):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 
-from sqlalchemy import ScalarSelect, func, select
+from sqlalchemy import CTE, ColumnElement, ScalarSelect, func, select
 from sqlalchemy.engine import Connection
 
 from tidings.core.model import Channel
@@ -21,19 +21,20 @@ def due_channels(
 ) -> list[Channel]:
     """Enabled channels with at least one claimable row due now.
 
-    Asked as "the channel's earliest live row is due", read per channel from the claim
-    index: put as EXISTS, PostgreSQL may scan the table for the first live row, which walks
-    past every row already sent, a cost that grows with the table.
+    Only channels with live rows are looked at (`_live_channels`), each by the first entry
+    of its claim index: a look costs a few index reads per channel with work, whether the
+    database holds a hundred channels or ten thousand idle ones.
 
     `known` are channels from an earlier answer: one unchanged since (same `updated_at`) is
     answered as it was rather than read and decoded again — a dispatcher asks each time a
     job ends, and decoding every channel each time is a cost that grows with the channels.
     """
     known = known or {}
+    live = _live_channels()
     due = conn.execute(
-        select(channels.c.id, channels.c.updated_at)
-        .where(channels.c.enabled, _first_live_at() <= clock.at())
-        .order_by(channels.c.id)
+        select(live.c.channel_id, live.c.updated_at)
+        .where(live.c.updated_at.is_not(None), _first_live_at(live.c.channel_id) <= clock.at())
+        .order_by(live.c.channel_id)
     ).all()
     stale = [i for i, updated_at in due if i not in known or known[i].updated_at != updated_at]
     loaded = {}
@@ -47,20 +48,51 @@ def due_channels(
 def next_due_at(conn: Connection) -> datetime | None:
     """When the earliest live row of an enabled channel becomes claimable.
 
-    Asked per channel (the first entry of its claim index), so it costs a few index reads
-    per channel rather than a pass over every live row of a backlog.
+    Asked per channel with live rows (the first entry of its claim index), so it costs a
+    few index reads per such channel rather than a pass over every live row of a backlog,
+    or a look at every channel.
     """
-    stmt = select(func.min(_first_live_at())).where(channels.c.enabled)
+    live = _live_channels()
+    stmt = select(func.min(_first_live_at(live.c.channel_id))).where(live.c.updated_at.is_not(None))
     value: datetime | None = conn.scalar(stmt)
     return value
 
 
-def _first_live_at() -> ScalarSelect[datetime]:
+def _live_channels() -> CTE:
+    """The channels with live rows (`channel_id`), with the `updated_at` of those enabled
+    (None: disabled), found by skipping through the claim index from one channel to the
+    next (a recursive query: neither database skips on its own), so channels without live
+    rows cost nothing, however many there are. The channel is read by a subquery per live
+    channel, not a join: a join may be planned as a scan of every channel."""
+    first = select(_live_after(None).label("channel_id")).cte("live", recursive=True)
+    step = select(_live_after(first.c.channel_id)).where(first.c.channel_id.is_not(None))
+    live = first.union_all(step)
+    enabled_at = (
+        select(channels.c.updated_at)
+        .where(channels.c.id == live.c.channel_id, channels.c.enabled)
+        .scalar_subquery()
+    )
+    return (
+        select(live.c.channel_id, enabled_at.label("updated_at"))
+        .where(live.c.channel_id.is_not(None))
+        .cte("live_ids")
+    )
+
+
+def _live_after(after: ColumnElement[int] | None) -> ScalarSelect[int]:
+    """The smallest channel id with a live row (above `after`): one entry of the claim index."""
+    stmt = select(d.c.channel_id).where(is_live())
+    if after is not None:
+        stmt = stmt.where(d.c.channel_id > after)
+    return stmt.order_by(d.c.channel_id).limit(1).scalar_subquery()
+
+
+def _first_live_at(channel_id: ColumnElement[int]) -> ScalarSelect[datetime]:
     """The channel's earliest `next_attempt_at` among its live rows: the first entry of its
     claim index, which gives that order for free (any other plan must sort)."""
     return (
         select(d.c.next_attempt_at)
-        .where(d.c.channel_id == channels.c.id, is_live())
+        .where(d.c.channel_id == channel_id, is_live())
         .order_by(d.c.next_attempt_at)
         .limit(1)
         .scalar_subquery()

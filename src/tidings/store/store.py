@@ -17,6 +17,7 @@ from sqlalchemy.engine import Connection
 from tidings.core.errors import SchemaError, StoreError
 from tidings.core.model import (
     AttemptRecord,
+    Channel,
     Claim,
     Event,
     EventInput,
@@ -27,6 +28,7 @@ from tidings.core.states import State
 from tidings.store import (
     channel_ops,
     claims,
+    express,
     inbox,
     migrate,
     outcomes,
@@ -170,6 +172,29 @@ class Store(Operations, AdminWrites, Reads):
             swept,
             known_events,
             now=now,
+        )
+
+    async def claim_express(
+        self,
+        channel: Channel,
+        limit: int,
+        lease_s: float,
+        owner: str,
+        *,
+        known_events: Events | None = None,
+    ) -> Claim | None:
+        """A realtime claim in one statement where the database allows it and `channel` (the
+        caller's copy, checked again) needs no more; None: make the full `claim_realtime`."""
+        if not self.dialect.express_claims:
+            return None
+        return await self._run(
+            express.claim_express,
+            channel,
+            limit,
+            lease_s,
+            owner,
+            known_events,
+            one_statement=True,
         )
 
     async def digest_due(self, channel_id: int, *, now: datetime | None = None) -> bool:

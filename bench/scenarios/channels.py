@@ -1,0 +1,165 @@
+"""Many channels, on PostgreSQL: what one look for due channels costs with 100 and with
+10,000 channels (few of them due), and a drain of 10 rows on each of 10,000 webhook channels
+(a multi-tenant shape) paired with `raw` like the e2e scenarios."""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from bench import bulk, workload
+from bench.database import drain, states_pg
+from bench.keys import shared_key_file
+from bench.processes import workers
+from bench.result import Result
+from bench.rig import Rig
+from bench.scenarios.raw import raw_once
+
+TIMEOUT_S = 600
+#: Looks timed per size; the figure is their median.
+LOOKS = 200
+#: Channels with a due row during the looks: "few due".
+DUE_DURING_LOOKS = 10
+
+
+@dataclass(frozen=True)
+class Sizes:
+    look_channels: tuple[int, ...]
+    channels: int
+    rows_per_channel: int
+
+    @classmethod
+    def of(cls, rig: Rig) -> Sizes:
+        if rig.counts.e2e < 20_000:  # --quick
+            return cls(look_channels=(10, 100), channels=100, rows_per_channel=10)
+        return cls(look_channels=(100, 10_000), channels=10_000, rows_per_channel=10)
+
+
+def _fill(rig: Rig, name: str, url: str, channels: int, rows_per_channel: int) -> list[int]:
+    bulk.setup(url, [workload.webhook("template", rig.sink.url("/hook"))])
+    with rig.pg.connect(name) as conn:
+        ids = bulk.copy_channel(conn, "template", channels - 1, "tenant-")
+        template = conn.execute("SELECT id FROM channels WHERE name = 'template'").fetchone()
+        assert template is not None
+        ids = [int(template[0]), *ids]
+        if rows_per_channel:
+            bulk.pending_rows(conn, ids, rows_per_channel)
+    return ids
+
+
+async def _looks(url: str) -> tuple[float, float, int]:
+    """Median seconds of one look for due channels and of one look for the next due time,
+    asked the way a dispatcher asks (with its previous answer); how many were due."""
+    import tidings  # on use: see bench/scenarios/raw.py
+
+    async with tidings.Hub(url) as hub:
+        known: dict[int, Any] = {}
+        due: list[Any] = []
+        looks: list[float] = []
+        nexts: list[float] = []
+        for _ in range(LOOKS):
+            t = time.perf_counter()
+            due = await hub.store.due_channels(known)
+            looks.append(time.perf_counter() - t)
+            known = {c.id: c for c in due}
+            t = time.perf_counter()
+            await hub.store.next_due_at()
+            nexts.append(time.perf_counter() - t)
+        return statistics.median(looks), statistics.median(nexts), len(due)
+
+
+def look_cost(rig: Rig, channels: int) -> tuple[float, float, int]:
+    """One look's cost on `channels` channels, each with a sent row of history and
+    DUE_DURING_LOOKS of them with a due row."""
+    with rig.pg.database() as (name, url):
+        ids = _fill(rig, name, url, channels, 1)
+        with rig.pg.connect(name) as conn:
+            conn.execute("UPDATE deliveries SET state = 'sent', sent_at = now()")
+            conn.execute("VACUUM ANALYZE deliveries")
+            bulk.pending_rows(conn, ids[:: max(1, len(ids) // DUE_DURING_LOOKS)], 1)
+        return asyncio.run(_looks(url))
+
+
+def _looks_results(rig: Rig, sizes: Sizes) -> list[Result]:
+    measured = {n: look_cost(rig, n) for n in sizes.look_channels}
+    small, large = sizes.look_channels
+    notes = {
+        f"{n}_channels": {
+            "due_channels_ms": round(look * 1000, 3),
+            "next_due_at_ms": round(nxt * 1000, 3),
+            "due": due,
+        }
+        for n, (look, nxt, due) in measured.items()
+    }
+    notes["large_over_small"] = round(measured[large][0] / measured[small][0], 2)
+    notes["looks"] = LOOKS
+    return [
+        Result(f"channels/look-{n}", look * 1000, "ms", "postgresql", notes=notes)
+        for n, (look, _, _) in measured.items()
+    ]
+
+
+def drain_once(rig: Rig, sizes: Sizes) -> tuple[float, dict[str, Any]]:
+    """deliveries/s of one worker draining `rows_per_channel` rows on each channel."""
+    total = sizes.channels * sizes.rows_per_channel
+    with rig.pg.database() as (name, url):
+        t = time.monotonic()
+        _fill(rig, name, url, sizes.channels, sizes.rows_per_channel)
+        fill_s = time.monotonic() - t
+        states = states_pg(rig.pg, name)
+        before = rig.sink.stats()["count"]
+        with workers(rig.tmp, url, 1, poll_interval_s=1, lease_s=120) as started:
+            t0 = started[0].wait_started()
+            rig.sink.wait_for(before + total, TIMEOUT_S)
+            done_at, final = drain(states, total, TIMEOUT_S, interval_s=0.01)
+            rss = started[0].peak_rss_kib()
+        if final.get("sent", 0) != total:
+            raise RuntimeError(f"not every delivery was sent: {final}")
+        elapsed = done_at - t0
+        return total / elapsed, {
+            "channels": sizes.channels,
+            "rows_per_channel": sizes.rows_per_channel,
+            "deliveries": total,
+            "drain_s": round(elapsed, 3),
+            "fill_s": round(fill_s, 3),
+            "worker_peak_rss_mib": round(rss / 1024, 1) if rss else None,
+        }
+
+
+def _drain_result(rig: Rig, sizes: Sizes) -> Result:
+    runs: list[tuple[float, float, dict[str, Any]]] = []
+    for _ in range(rig.rounds):
+        raw = raw_once(rig)
+        rig.raws.append(raw)
+        rate, notes = drain_once(rig, sizes)
+        runs.append((rate, raw, notes))
+        print(f"  channels/{sizes.channels}: {rate:,.0f}/s, raw {raw:,.0f}/s", flush=True)
+    notes = dict(runs[-1][2])
+    notes.pop("drain_s", None)
+    notes["runs"] = [
+        {"rate": round(rate), "raw": round(raw), "drain_s": n["drain_s"]} for rate, raw, n in runs
+    ]
+    return Result(
+        f"channels/{sizes.channels}x{sizes.rows_per_channel}",
+        statistics.median(rate for rate, _, _ in runs),
+        "deliveries/s",
+        "postgresql",
+        ratio_to_raw=statistics.median(rate / raw for rate, raw, _ in runs),
+        notes=notes,
+    )
+
+
+def run(rig: Rig) -> list[Result]:
+    sizes = Sizes.of(rig)
+    out: list[Result] = []
+    for part in (_looks_results, lambda r, s: [_drain_result(r, s)]):
+        try:
+            with shared_key_file(rig.tmp):
+                out.extend(part(rig, sizes))
+        except Exception as error:
+            out.append(Result("channels", None, "", "postgresql", error=repr(error)))
+            print(f"  channels: {error!r}", flush=True)
+    return out

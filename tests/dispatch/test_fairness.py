@@ -1,0 +1,79 @@
+"""Fairness: a channel draining a backlog does not keep a quiet channel waiting. Its one
+message is claimed beside the backlog's claims and takes the next free send slot, rather
+than queueing behind every send the backlog already has waiting."""
+
+from __future__ import annotations
+
+import asyncio
+
+import tidings
+from tests.dispatch.helpers import running, webhook
+from tests.sink import Answer, Sink
+from tidings.dispatch.slots import SendSlots
+
+BACKLOG = 60
+CONCURRENCY = 4
+
+
+async def test_a_quiet_channel_is_served_while_a_busy_backlog_drains(
+    hub: tidings.Hub, sink: Sink
+) -> None:
+    sink.default("/busy", Answer(200, delay_s=0.3))  # the backlog takes a few seconds
+    await webhook(hub, sink.url("/busy"), name="busy", filter={"kinds": ["busy.*"]})
+    await webhook(hub, sink.url("/quiet"), name="quiet", filter={"kinds": ["quiet.*"]})
+    await hub.publish_many([{"kind": "busy.alert", "subject": f"b{i}"} for i in range(BACKLOG)])
+    async with running(hub, concurrency=CONCURRENCY, claim_size=10):
+        await sink.await_for(1, "/busy", timeout_s=10)  # the backlog is draining
+        busy_before = sink.count("/busy")
+        await hub.publish(kind="quiet.alert", subject="one message")
+        (quiet,) = await sink.await_for(1, "/quiet", timeout_s=10)
+        busy_by_then = sum(1 for r in sink.requests("/busy") if r.at <= quiet.at)
+    assert busy_by_then < BACKLOG  # served while the backlog still drained
+    # Behind every send the backlog had waiting for a slot, the quiet message would have
+    # waited for several rounds of CONCURRENCY sends; it waits for the slots in use.
+    assert busy_by_then - busy_before <= CONCURRENCY + 2
+
+
+async def test_send_slots_go_to_the_channels_in_turns() -> None:
+    slots = SendSlots(1)
+    order: list[str] = []
+    release = asyncio.Event()
+
+    async def send(channel_id: int, name: str) -> None:
+        async with slots.slot(channel_id):
+            order.append(name)
+            await release.wait()
+            release.clear()
+
+    holder = asyncio.create_task(send(1, "busy-0"))
+    await asyncio.sleep(0)
+    busy = [asyncio.create_task(send(1, f"busy-{i}")) for i in range(1, 4)]
+    await asyncio.sleep(0)
+    quiet = asyncio.create_task(send(2, "quiet"))
+    for _ in range(5):
+        await asyncio.sleep(0)
+        release.set()
+        await asyncio.sleep(0)
+    await asyncio.wait_for(asyncio.gather(holder, *busy, quiet), 1)
+    # busy-1 was waiting before the quiet channel came; then they take turns.
+    assert order[:4] == ["busy-0", "busy-1", "quiet", "busy-2"]
+
+
+async def test_a_cancelled_waiter_passes_its_slot_on() -> None:
+    slots = SendSlots(1)
+    held = asyncio.Event()
+    done = asyncio.Event()
+
+    async def hold() -> None:
+        async with slots.slot(1):
+            held.set()
+            await done.wait()
+
+    holder = asyncio.create_task(hold())
+    await held.wait()
+    waiter = asyncio.create_task(hold())
+    await asyncio.sleep(0)
+    waiter.cancel()
+    done.set()
+    await asyncio.gather(holder, waiter, return_exceptions=True)
+    assert slots.free == 1
