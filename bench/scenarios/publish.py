@@ -1,37 +1,33 @@
-"""The publish scenarios: events/s into one webhook channel over HTTP (`tidings serve`), through
-the library one at a time, and in batches of 1,000 from a fresh process."""
+"""The publish scenarios: single events over HTTP (`tidings serve --no-dispatch`, three matching
+channels) against a bare FastAPI app on the same stack at 1, 4 and 32 connections; through
+the library one at a time; and batches of 1,000 from a fresh process against bare multi-row
+inserts and COPY. Ratios are to the baseline measured in the same run."""
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import contextlib
+import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 
-from bench import workload
-from bench.processes import ROOT, free_port, serving, tidings_env
+from bench import load, workload
+from bench.processes import ROOT, free_port, serving, stop, tidings_env
 from bench.result import Result
 from bench.rig import Rig
 
-
-async def _publish_http(base: str, token: str, n: int, concurrency: int) -> float:
-    headers = {"Authorization": f"Bearer {token}"}
-    counter = iter(range(n))
-    async with httpx.AsyncClient(base_url=base, headers=headers, timeout=30) as client:
-
-        async def lane() -> None:
-            for i in counter:
-                r = await client.post("/v1/events", json=workload.event(i))
-                if r.status_code != 201:
-                    raise RuntimeError(f"publish answered {r.status_code}: {r.text[:200]}")
-
-        await client.post("/v1/events", json=workload.event(-1))  # warm-up (connection, caches)
-        started = time.perf_counter()
-        await asyncio.gather(*(lane() for _ in range(concurrency)))
-        return n / (time.perf_counter() - started)
+#: Concurrent connections of the HTTP ingest runs, and how long each run lasts.
+CONCURRENCIES = (1, 4, 32)
+INGEST_SECONDS = 10.0
+INGEST_SECONDS_QUICK = 2.0
+#: Channels every published event matches (so each publish writes 1 + FAN_OUT rows).
+FAN_OUT = 3
 
 
 async def _publish_lib(url: str, n: int) -> float:
@@ -73,17 +69,80 @@ def _token(tmp: Path, url: str) -> str:
     return made.stdout.strip().splitlines()[-1]
 
 
-def _over_http(rig: Rig, url: str) -> list[Result]:
-    token = _token(rig.tmp, url)
-    n = rig.counts.publish_single
+def _bare_app(url: str, port: int, channel_id: int) -> contextlib.AbstractContextManager[str]:
+    """The bare baseline app (bench/bare_app.py) on `port`, its base URL once it listens."""
+    command = [sys.executable, "-m", "bench.bare_app", url, str(port), str(channel_id)]
+    return _started(command, f"http://127.0.0.1:{port}")
+
+
+@contextlib.contextmanager
+def _started(command: list[str], base: str) -> Iterator[str]:
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, cwd=ROOT)
+    try:
+        assert process.stdout is not None
+        if process.stdout.readline().strip() != b"ready":
+            raise RuntimeError(f"{command[2]} did not start")
+        yield base
+    finally:
+        stop(process)
+
+
+def _over_http(rig: Rig) -> list[Result]:
+    """Each concurrency: the bare app, then tidings, each for the same time; tidings' figure
+    as a ratio to the bare one measured just before it."""
+    seconds = INGEST_SECONDS_QUICK if rig.counts.publish_single <= 200 else INGEST_SECONDS
     out: list[Result] = []
-    with serving(rig.tmp, url, free_port(), poll_interval_s=10) as base:
-        for concurrency in (1, 4):
-            rate = asyncio.run(_publish_http(base, token, n, concurrency))
-            notes = {"events": n, "concurrency": concurrency, "fan_out": 1}
-            name = f"publish/http-single-c{concurrency}"
-            out.append(Result(name, rate, "events/s", "postgresql", notes=notes))
+    with rig.pg.database() as (name, url):
+        hooks = [workload.webhook(f"hook-{i}", rig.sink.url("/hook")) for i in range(FAN_OUT)]
+        asyncio.run(workload.setup(url, hooks))
+        token = _token(rig.tmp, url)
+        with rig.pg.connect(name) as conn:
+            row = conn.execute("SELECT min(id) FROM channels").fetchone()
+        channel_id = int(row[0]) if row else 1
+        with (
+            _bare_app(url, free_port(), channel_id) as bare,
+            serving(rig.tmp, url, free_port(), poll_interval_s=10) as base,
+        ):
+            for concurrency in CONCURRENCIES:
+                notes = {"seconds": seconds, "concurrency": concurrency, "client": load.generator()}
+                bare_rate = load.rate(bare, seconds, concurrency)
+                rate = load.rate(base, seconds, concurrency, token)
+                out.append(Result(f"publish/http-bare-c{concurrency}", bare_rate, "events/s",
+                                  "postgresql", notes=notes))  # fmt: skip
+                out.append(
+                    Result(
+                        f"publish/http-single-c{concurrency}",
+                        rate,
+                        "events/s",
+                        "postgresql",
+                        ratio_to_raw=rate / bare_rate,
+                        notes=notes | {"fan_out": FAN_OUT, "vs": "http-bare"},
+                    )
+                )
     return out
+
+
+def _bare_batches(url: str, batches: int, channel_id: int) -> dict[str, float]:
+    """Events/s of each bare method (bench/bare_batch.py), in a fresh process."""
+    args = [sys.executable, "-m", "bench.bare_batch", url, str(batches), str(channel_id)]
+    done = subprocess.run(args, capture_output=True, text=True, check=True, cwd=ROOT)
+    pairs = (line.split() for line in done.stdout.strip().splitlines())
+    return {method: float(rate) for method, rate in pairs}
+
+
+def _http_batches(rig: Rig, url: str, batches: int) -> float:
+    """Events/s of `POST /v1/events/batch` with 1,000 events, one request at a time."""
+    token = _token(rig.tmp, url)
+    body = {"events": [workload.event(i) for i in range(1000)]}
+    with (
+        serving(rig.tmp, url, free_port(), poll_interval_s=10) as base,
+        httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}) as client,
+    ):
+        client.post("/v1/events/batch", json=body, timeout=60).raise_for_status()  # warm-up
+        started = time.perf_counter()
+        for _ in range(batches):
+            client.post("/v1/events/batch", json=body, timeout=60).raise_for_status()
+        return batches * 1000 / (time.perf_counter() - started)
 
 
 def _through_library(rig: Rig, url: str) -> list[Result]:
@@ -92,15 +151,33 @@ def _through_library(rig: Rig, url: str) -> list[Result]:
     notes = {"events": n, "sequential": True, "fan_out": 1}
     out = [Result("publish/lib-single", single, "events/s", "postgresql", notes=notes)]
     batches = rig.counts.publish_batches
+    bare = _bare_batches(url, batches, channel_id=1)
+    best = max(bare.values())
+    for method, rate in bare.items():
+        bare_notes = {"batches": batches, "fan_out": 1, "process": "fresh"}
+        out.append(Result(f"publish/bare-batch-1000-{method}", rate, "events/s", "postgresql",
+                          notes=bare_notes))  # fmt: skip
+    vs = {"vs": "the faster bare batch", "bare": {k: round(v) for k, v in bare.items()}}
     for suffix, settle in (("", False), ("-settled", True)):
         rate = _publish_batches(url, batches, settle)
         batch_notes = {"batches": batches, "fan_out": 1, "process": "fresh", "settle_heap": settle}
         name = f"publish/lib-batch-1000{suffix}"
-        out.append(Result(name, rate, "events/s", "postgresql", notes=batch_notes))
+        out.append(Result(name, rate, "events/s", "postgresql", rate / best, batch_notes | vs))
+    rate = _http_batches(rig, url, batches)
+    http_notes = {"batches": batches, "fan_out": 1, "route": "POST /v1/events/batch"}
+    out.append(
+        Result("publish/http-batch-1000", rate, "events/s", "postgresql", rate / best,
+               http_notes | vs)
+    )  # fmt: skip
     return out
 
 
 def run(rig: Rig) -> list[Result]:
+    # One secret key for this driver and the processes it starts (they inherit the
+    # environment): otherwise the driver writes a key file in its own directory, and
+    # `tidings serve`, started in the rig's, finds none.
+    os.environ.setdefault("TIDINGS_SECRET_KEY", base64.b64encode(os.urandom(32)).decode())
+    out = _over_http(rig)
     with rig.pg.database() as (_name, url):
         asyncio.run(workload.setup(url, [workload.webhook("hook", rig.sink.url("/hook"))]))
-        return _over_http(rig, url) + _through_library(rig, url)
+        return out + _through_library(rig, url)
