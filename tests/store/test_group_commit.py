@@ -127,3 +127,20 @@ async def test_a_caller_cancelled_before_its_group_starts_publishes_nothing(
         await withdrawn
     await hub.publish(**EVENT, title="last")
     assert await count(hub, "events") == 2
+
+
+@pytest.mark.postgres_only
+async def test_e2_concurrent_groups_with_the_same_keys_never_deadlock(pg_url: str) -> None:
+    """Two transactions inserting the same keys in opposite orders would each wait for the
+    other; keys are inserted in sorted order, so one waits and then answers 200."""
+    async with tidings.Hub(pg_url) as hub:
+        await _channels(hub)
+        for round_ in range(20):
+            keys = [f"r{round_}-k{i:02}" for i in range(40)]
+            groups = [
+                [dict(EVENT, idempotency_key=k) for k in order] for order in (keys, keys[::-1])
+            ]
+            answers = await asyncio.gather(*(hub.publish_many(g) for g in groups))
+            firsts = [r.created for r in answers[0]], [r.created for r in answers[1][::-1]]
+            assert [a or b for a, b in zip(*firsts, strict=True)] == [True] * len(keys)
+        assert await count(hub, "events") == 20 * 40

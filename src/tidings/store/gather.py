@@ -1,7 +1,8 @@
 """Concurrent calls gathered into one: each caller hands in one item and awaits its own
 answer, while one call of `run(items)` answers every item that arrived meanwhile.
 
-No SQL here; the store uses it for group commit (`tidings.store.group_commit`).
+No SQL here; the store uses it for group commit (`tidings.store.group_commit`) and for
+token lookups.
 """
 
 from __future__ import annotations
@@ -15,46 +16,61 @@ R = TypeVar("R")
 
 #: One answer per item, in the order given: a result, or the error that item alone gets.
 Run = Callable[[list[I]], Awaitable[list[R | Exception]]]
+Waiting = list[tuple[I, "asyncio.Future[R]"]]
 
 
 class Gathered(Generic[I, R]):
-    """Calls `run` with whatever items arrived while its previous call was running (no timer:
-    a lone caller is answered as soon as one call can be), at most `max_items` at once.
+    """Calls `run` with the items that arrived while earlier calls were running, at most
+    `max_items` at once and `in_flight` calls at a time. There is no timer: items asked
+    for in one turn of the event loop go together, and a lone caller goes at once.
 
-    One call of `run` is in flight at a time. A caller cancelled before its item was taken
-    withdraws it; once taken, the item's fate is the group's. An error `run` raises (rather
-    than answering per item) is every item's answer."""
+    A caller cancelled before its item was taken withdraws it; once taken, the item's fate
+    is its group's. An error `run` raises (rather than answering per item) is every item's
+    answer."""
 
-    def __init__(self, run: Run[I, R], *, max_items: int) -> None:
+    def __init__(self, run: Run[I, R], *, max_items: int, in_flight: int = 1) -> None:
         self._run = run
         self._max_items = max_items
-        self._waiting: list[tuple[I, asyncio.Future[R]]] = []
-        self._flusher: asyncio.Task[None] | None = None
+        self._in_flight = in_flight
+        self._waiting: Waiting[I, R] = []
+        self._running: set[asyncio.Task[None]] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._kick_due = False
 
     async def __call__(self, item: I) -> R:
         loop = asyncio.get_running_loop()
-        flusher = self._flusher
-        if flusher is not None and not flusher.done() and flusher.get_loop() is not loop:
-            # Another event loop's group is running (a second loop over the same store):
+        if self._loop is not loop and (self._waiting or self._running):
+            # Another event loop's groups are running (a second loop over the same store):
             # this item goes alone rather than into a loop it cannot await.
             (answer,) = await self._run([item])
             if isinstance(answer, Exception):
                 raise answer
             return answer
+        self._loop = loop
         future: asyncio.Future[R] = loop.create_future()
         self._waiting.append((item, future))
-        if flusher is None or flusher.done():
-            self._flusher = loop.create_task(self._flush())
+        if not self._kick_due:  # once the callers of this turn have queued their items
+            self._kick_due = True
+            loop.call_soon(self._kick)
         return await future
 
-    async def _flush(self) -> None:
-        while self._waiting:
+    def _kick(self) -> None:
+        self._kick_due = False
+        assert self._loop is not None
+        while self._waiting and len(self._running) < self._in_flight:
             taken = [(i, f) for i, f in self._waiting[: self._max_items] if not f.done()]
             del self._waiting[: self._max_items]
             if taken:
-                await self._answer(taken)
+                task = self._loop.create_task(self._answer(taken))
+                self._running.add(task)
+                task.add_done_callback(self._finished)
 
-    async def _answer(self, taken: list[tuple[I, asyncio.Future[R]]]) -> None:
+    def _finished(self, task: asyncio.Task[None]) -> None:
+        self._running.discard(task)
+        if not task.cancelled():
+            self._kick()
+
+    async def _answer(self, taken: Waiting[I, R]) -> None:
         try:
             answers = await self._run([item for item, _ in taken])
         except asyncio.CancelledError:

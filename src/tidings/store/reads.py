@@ -35,7 +35,7 @@ from tidings.store.clock import TxClock
 from tidings.store.gather import Gathered
 from tidings.store.runner import Runner
 
-#: Token lookups one statement answers at most.
+#: Token lookups one statement answers at most; such statements run at most 4 at a time.
 MAX_TOKEN_LOOKUPS = 500
 
 
@@ -133,7 +133,7 @@ class Reads(Runner):
 
     @functools.cached_property
     def _token_lookups(self) -> Gathered[str, tokens.TokenInfo | None]:
-        return Gathered(self._find_tokens, max_items=MAX_TOKEN_LOOKUPS)
+        return Gathered(self._find_tokens, max_items=MAX_TOKEN_LOOKUPS, in_flight=4)
 
     async def _find_tokens(self, hashes: list[str]) -> list[tokens.TokenInfo | Exception | None]:
         found = await self._run(tokens.find_many, hashes, read_only=True)

@@ -68,7 +68,9 @@ class Store(Operations, AdminWrites, Reads):
         self._on_work = on_work
         #: Single publishes of this process, committed in groups (`publish_one`).
         self._groups: Gathered[EventInput, PublishResult] = Gathered(
-            self._publish_group, max_items=group_commit.MAX_GROUP
+            self._publish_group,
+            max_items=group_commit.MAX_GROUP,
+            in_flight=group_commit.in_flight(self.dialect),
         )
 
     # -- schema ---------------------------------------------------------------------------
