@@ -9,6 +9,7 @@ import asyncio
 import base64
 import contextlib
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -24,7 +25,7 @@ from bench.rig import Rig
 
 #: Concurrent connections of the HTTP ingest runs, and how long each run lasts.
 CONCURRENCIES = (1, 4, 32)
-INGEST_SECONDS = 10.0
+INGEST_SECONDS = 6.0
 INGEST_SECONDS_QUICK = 2.0
 #: Channels every published event matches (so each publish writes 1 + FAN_OUT rows).
 FAN_OUT = 3
@@ -88,10 +89,11 @@ def _started(command: list[str], base: str) -> Iterator[str]:
 
 
 def _over_http(rig: Rig) -> list[Result]:
-    """Each concurrency: the bare app, then tidings, each for the same time; tidings' figure
-    as a ratio to the bare one measured just before it."""
+    """Rounds of, at each concurrency: the bare app, then tidings, for the same time; tidings'
+    figure as a ratio to the bare one just before it; the medians over the rounds."""
     seconds = INGEST_SECONDS_QUICK if rig.counts.publish_single <= 200 else INGEST_SECONDS
-    out: list[Result] = []
+    bare_runs: dict[int, list[float]] = {c: [] for c in CONCURRENCIES}
+    runs: dict[int, list[float]] = {c: [] for c in CONCURRENCIES}
     with rig.pg.database() as (name, url):
         hooks = [workload.webhook(f"hook-{i}", rig.sink.url("/hook")) for i in range(FAN_OUT)]
         asyncio.run(workload.setup(url, hooks))
@@ -103,23 +105,34 @@ def _over_http(rig: Rig) -> list[Result]:
             _bare_app(url, free_port(), channel_id) as bare,
             serving(rig.tmp, url, free_port(), poll_interval_s=10) as base,
         ):
-            for concurrency in CONCURRENCIES:
-                notes = {"seconds": seconds, "concurrency": concurrency, "client": load.generator()}
-                bare_rate = load.rate(bare, seconds, concurrency)
-                rate = load.rate(base, seconds, concurrency, token)
-                out.append(Result(f"publish/http-bare-c{concurrency}", bare_rate, "events/s",
-                                  "postgresql", notes=notes))  # fmt: skip
-                out.append(
-                    Result(
-                        f"publish/http-single-c{concurrency}",
-                        rate,
-                        "events/s",
-                        "postgresql",
-                        ratio_to_raw=rate / bare_rate,
-                        notes=notes | {"fan_out": FAN_OUT, "vs": "http-bare"},
-                    )
-                )
+            for _ in range(rig.rounds):
+                for concurrency in CONCURRENCIES:
+                    bare_runs[concurrency].append(load.rate(bare, seconds, concurrency))
+                    runs[concurrency].append(load.rate(base, seconds, concurrency, token))
+    out: list[Result] = []
+    for concurrency in CONCURRENCIES:
+        notes = {"seconds": seconds, "concurrency": concurrency, "client": load.generator()}
+        bares, mine = bare_runs[concurrency], runs[concurrency]
+        ratio = statistics.median(m / b for m, b in zip(mine, bares, strict=True))
+        bare_notes = notes | {"runs": _rounded(bares)}
+        name = f"publish/http-bare-c{concurrency}"
+        bare_figure = statistics.median(bares)
+        out.append(Result(name, bare_figure, "events/s", "postgresql", None, bare_notes))
+        out.append(
+            Result(
+                f"publish/http-single-c{concurrency}",
+                statistics.median(mine),
+                "events/s",
+                "postgresql",
+                ratio_to_raw=ratio,
+                notes=notes | {"fan_out": FAN_OUT, "vs": "http-bare", "runs": _rounded(mine)},
+            )
+        )
     return out
+
+
+def _rounded(rates: list[float]) -> list[int]:
+    return [round(r) for r in rates]
 
 
 def _bare_batches(url: str, batches: int, channel_id: int) -> dict[str, float]:
@@ -149,26 +162,37 @@ def _through_library(rig: Rig, url: str) -> list[Result]:
     n = rig.counts.publish_single
     single = asyncio.run(_publish_lib(url, n))
     notes = {"events": n, "sequential": True, "fan_out": 1}
-    out = [Result("publish/lib-single", single, "events/s", "postgresql", notes=notes)]
+    return [Result("publish/lib-single", single, "events/s", "postgresql", notes=notes)]
+
+
+def _batches(rig: Rig, url: str) -> list[Result]:
+    """Rounds of: the bare methods, tidings' library batch (fresh process, with and without
+    settle_heap) and the HTTP batch route, each round's figures as ratios to that round's
+    faster bare method; the medians over the rounds (a busy machine moves single runs)."""
     batches = rig.counts.publish_batches
-    bare = _bare_batches(url, batches, channel_id=1)
-    best = max(bare.values())
-    for method, rate in bare.items():
-        bare_notes = {"batches": batches, "fan_out": 1, "process": "fresh"}
-        out.append(Result(f"publish/bare-batch-1000-{method}", rate, "events/s", "postgresql",
-                          notes=bare_notes))  # fmt: skip
-    vs = {"vs": "the faster bare batch", "bare": {k: round(v) for k, v in bare.items()}}
-    for suffix, settle in (("", False), ("-settled", True)):
-        rate = _publish_batches(url, batches, settle)
-        batch_notes = {"batches": batches, "fan_out": 1, "process": "fresh", "settle_heap": settle}
-        name = f"publish/lib-batch-1000{suffix}"
-        out.append(Result(name, rate, "events/s", "postgresql", rate / best, batch_notes | vs))
-    rate = _http_batches(rig, url, batches)
-    http_notes = {"batches": batches, "fan_out": 1, "route": "POST /v1/events/batch"}
-    out.append(
-        Result("publish/http-batch-1000", rate, "events/s", "postgresql", rate / best,
-               http_notes | vs)
-    )  # fmt: skip
+    runs: dict[str, list[float]] = {}
+    ratios: dict[str, list[float]] = {}
+    for _ in range(rig.rounds):
+        bare = _bare_batches(url, batches, channel_id=1)
+        best = max(bare.values())
+        mine = {
+            "lib-batch-1000": _publish_batches(url, batches, False),
+            "lib-batch-1000-settled": _publish_batches(url, batches, True),
+            "http-batch-1000": _http_batches(rig, url, batches),
+        }
+        for method, rate in bare.items():
+            runs.setdefault(f"bare-batch-1000-{method}", []).append(rate)
+        for name, rate in mine.items():
+            runs.setdefault(name, []).append(rate)
+            ratios.setdefault(name, []).append(rate / best)
+    out = []
+    for name, rates in runs.items():
+        notes = {"batches": batches, "fan_out": 1, "runs": _rounded(rates)}
+        ratio = statistics.median(ratios[name]) if name in ratios else None
+        if ratio is not None:
+            notes["vs"] = "the faster bare method of the same round"
+        figure = statistics.median(rates)
+        out.append(Result(f"publish/{name}", figure, "events/s", "postgresql", ratio, notes))
     return out
 
 
@@ -180,4 +204,4 @@ def run(rig: Rig) -> list[Result]:
     out = _over_http(rig)
     with rig.pg.database() as (_name, url):
         asyncio.run(workload.setup(url, [workload.webhook("hook", rig.sink.url("/hook"))]))
-        return out + _through_library(rig, url)
+        return out + _through_library(rig, url) + _batches(rig, url)

@@ -70,7 +70,7 @@ class Store(Operations, AdminWrites, Reads):
         self._groups: Gathered[EventInput, PublishResult] = Gathered(
             self._publish_group,
             max_items=group_commit.MAX_GROUP,
-            in_flight=group_commit.in_flight(self.dialect),
+            in_flight=group_commit.GROUPS_IN_FLIGHT,
         )
 
     # -- schema ---------------------------------------------------------------------------
