@@ -14,7 +14,7 @@ from starlette.types import Receive, Scope, Send
 from tests.api.conftest import Api, bearer
 from tests.faults import POISON, faults
 from tidings.api.fast_publish import FastPublish
-from tidings.api.schemas import PublishOut
+from tidings.api.schemas import BatchOut, PublishOut
 
 EVENT = {"kind": "monitor.down", "subject": "web-1", "severity": "high", "title": "down"}
 FAST = {"Content-Type": "application/json"}
@@ -158,3 +158,13 @@ async def test_the_fast_path_answers_alone_and_hands_on_the_rest(api: Api) -> No
         assert await post(EVENT, api.read | FAST) == 599
         assert await post(EVENT, api.publish | FAST, "/v1/events/batch") == 599
     assert len(reached) == 4
+
+
+@pytest.mark.usefixtures("inbox")
+async def test_the_batch_answer_has_the_documented_shape(api: Api) -> None:
+    """The batch route serializes its answer without checking it against BatchOut: the
+    shapes must stay equal."""
+    body = {"events": [EVENT | {"subject": f"s{i}"} for i in range(3)]}
+    answer = await api.client.post("/v1/events/batch", json=body, headers=api.publish)
+    assert answer.status_code == 201
+    assert BatchOut.model_validate(answer.json()).model_dump() == answer.json()
