@@ -14,12 +14,14 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 
 from bench import load, workload
-from bench.processes import ROOT, free_port, serving, stop, tidings_env
+from bench.cpu import metered
+from bench.processes import ROOT, free_port, served, serving, stop, tidings_env
 from bench.result import Result
 from bench.rig import Rig
 
@@ -70,65 +72,90 @@ def _token(tmp: Path, url: str) -> str:
     return made.stdout.strip().splitlines()[-1]
 
 
-def _bare_app(url: str, port: int, channel_id: int) -> contextlib.AbstractContextManager[str]:
-    """The bare baseline app (bench/bare_app.py) on `port`, its base URL once it listens."""
-    command = [sys.executable, "-m", "bench.bare_app", url, str(port), str(channel_id)]
-    return _started(command, f"http://127.0.0.1:{port}")
-
-
 @contextlib.contextmanager
-def _started(command: list[str], base: str) -> Iterator[str]:
+def _bare_app(url: str, port: int, channel_id: int) -> Iterator[tuple[str, int]]:
+    """The bare baseline app (bench/bare_app.py) on `port`: its base URL once it listens,
+    and its process id."""
+    command = [sys.executable, "-m", "bench.bare_app", url, str(port), str(channel_id)]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, cwd=ROOT)
     try:
         assert process.stdout is not None
         if process.stdout.readline().strip() != b"ready":
-            raise RuntimeError(f"{command[2]} did not start")
-        yield base
+            raise RuntimeError("bench.bare_app did not start")
+        yield f"http://127.0.0.1:{port}", process.pid
     finally:
         stop(process)
 
 
+@dataclass
+class _Side:
+    """One server under load: where it listens, its process, its database, its token."""
+
+    base: str
+    pid: int
+    database: str
+    token: str | None
+    rates: dict[int, list[float]] = field(default_factory=dict)
+    cpu: dict[int, list[dict[str, float]]] = field(default_factory=dict)
+
+    def run(self, rig: Rig, seconds: float, concurrency: int) -> float:
+        with metered(rig.pg, self.database, self.pid) as meter:
+            rate = load.rate(self.base, seconds, concurrency, self.token)
+        self.rates.setdefault(concurrency, []).append(rate)
+        self.cpu.setdefault(concurrency, []).append(meter.per_event_ms(rate * seconds))
+        return rate
+
+
+def _ingest_database(rig: Rig, name: str, url: str) -> int:
+    """Three matching channels; the first one's id."""
+    hooks = [workload.webhook(f"hook-{i}", rig.sink.url("/hook")) for i in range(FAN_OUT)]
+    asyncio.run(workload.setup(url, hooks))
+    with rig.pg.connect(name) as conn:
+        row = conn.execute("SELECT min(id) FROM channels").fetchone()
+    return int(row[0]) if row else 1
+
+
 def _over_http(rig: Rig) -> list[Result]:
-    """Rounds of, at each concurrency: the bare app, then tidings, for the same time; tidings'
-    figure as a ratio to the bare one just before it; the medians over the rounds."""
+    """Rounds of, at each concurrency: the bare app, then tidings, for the same time, each on
+    a database of its own (so each one's backends can be metered); tidings' figure as a ratio
+    to the bare one just before it; the medians over the rounds."""
     seconds = INGEST_SECONDS_QUICK if rig.counts.publish_single <= 200 else INGEST_SECONDS
-    bare_runs: dict[int, list[float]] = {c: [] for c in CONCURRENCIES}
-    runs: dict[int, list[float]] = {c: [] for c in CONCURRENCIES}
-    with rig.pg.database() as (name, url):
-        hooks = [workload.webhook(f"hook-{i}", rig.sink.url("/hook")) for i in range(FAN_OUT)]
-        asyncio.run(workload.setup(url, hooks))
+    with rig.pg.database() as (bare_db, bare_url), rig.pg.database() as (name, url):
+        channel_id = _ingest_database(rig, bare_db, bare_url)
+        _ingest_database(rig, name, url)
         token = _token(rig.tmp, url)
-        with rig.pg.connect(name) as conn:
-            row = conn.execute("SELECT min(id) FROM channels").fetchone()
-        channel_id = int(row[0]) if row else 1
         with (
-            _bare_app(url, free_port(), channel_id) as bare,
-            serving(rig.tmp, url, free_port(), poll_interval_s=10) as base,
+            _bare_app(bare_url, free_port(), channel_id) as (bare_base, bare_pid),
+            served(rig.tmp, url, free_port(), poll_interval_s=10) as (base, serve),
         ):
+            bare = _Side(bare_base, bare_pid, bare_db, None)
+            mine = _Side(base, serve.pid, name, token)
+            for side in (bare, mine):  # warm-up: pools open, statements prepared
+                load.rate(side.base, 1, max(CONCURRENCIES), side.token)
             for _ in range(rig.rounds):
                 for concurrency in CONCURRENCIES:
-                    bare_runs[concurrency].append(load.rate(bare, seconds, concurrency))
-                    runs[concurrency].append(load.rate(base, seconds, concurrency, token))
-    out: list[Result] = []
-    for concurrency in CONCURRENCIES:
-        notes = {"seconds": seconds, "concurrency": concurrency, "client": load.generator()}
-        bares, mine = bare_runs[concurrency], runs[concurrency]
-        ratio = statistics.median(m / b for m, b in zip(mine, bares, strict=True))
-        bare_notes = notes | {"runs": _rounded(bares)}
-        name = f"publish/http-bare-c{concurrency}"
-        bare_figure = statistics.median(bares)
-        out.append(Result(name, bare_figure, "events/s", "postgresql", None, bare_notes))
-        out.append(
-            Result(
-                f"publish/http-single-c{concurrency}",
-                statistics.median(mine),
-                "events/s",
-                "postgresql",
-                ratio_to_raw=ratio,
-                notes=notes | {"fan_out": FAN_OUT, "vs": "http-bare", "runs": _rounded(mine)},
-            )
-        )
-    return out
+                    bare.run(rig, seconds, concurrency)
+                    mine.run(rig, seconds, concurrency)
+    return [r for c in CONCURRENCIES for r in _ingest_results(bare, mine, c, seconds)]
+
+
+def _ingest_results(bare: _Side, mine: _Side, concurrency: int, seconds: float) -> list[Result]:
+    notes = {"seconds": seconds, "concurrency": concurrency, "client": load.generator()}
+    bares, rates = bare.rates[concurrency], mine.rates[concurrency]
+    ratio = statistics.median(m / b for m, b in zip(rates, bares, strict=True))
+    bare_notes = notes | {"runs": _rounded(bares)} | _median_cpu(bare.cpu[concurrency])
+    mine_notes = notes | {"fan_out": FAN_OUT, "vs": "http-bare", "runs": _rounded(rates)}
+    return [
+        Result(f"publish/http-bare-c{concurrency}", statistics.median(bares), "events/s",
+               "postgresql", None, bare_notes),
+        Result(f"publish/http-single-c{concurrency}", statistics.median(rates), "events/s",
+               "postgresql", ratio, mine_notes | _median_cpu(mine.cpu[concurrency])),
+    ]  # fmt: skip
+
+
+def _median_cpu(runs: list[dict[str, float]]) -> dict[str, float]:
+    keys = {k for run in runs for k in run}
+    return {k: statistics.median(run[k] for run in runs if k in run) for k in sorted(keys)}
 
 
 def _rounded(rates: list[float]) -> list[int]:
