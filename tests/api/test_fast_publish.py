@@ -9,6 +9,7 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import text
 from starlette.types import Receive, Scope, Send
 
 from tests.api.conftest import Api, bearer
@@ -168,3 +169,21 @@ async def test_the_batch_answer_has_the_documented_shape(api: Api) -> None:
     answer = await api.client.post("/v1/events/batch", json=body, headers=api.publish)
     assert answer.status_code == 201
     assert BatchOut.model_validate(answer.json()).model_dump() == answer.json()
+
+
+async def test_a_token_lookup_the_database_fails_is_a_clean_503_on_both_paths(api: Api) -> None:
+    hub = api.service.hub
+
+    async def rename(old: str, new: str) -> None:
+        async with hub.store.engine.begin() as conn:
+            await conn.execute(text(f"ALTER TABLE {old} RENAME TO {new}"))
+
+    await rename("api_tokens", "api_tokens_away")
+    try:
+        fast = await _post(api, EVENT, api.publish | FAST)
+        route = await _post(api, EVENT, api.publish | ROUTE)
+    finally:
+        await rename("api_tokens_away", "api_tokens")
+    assert fast.status_code == route.status_code == 503
+    assert fast.json() == route.json()
+    assert fast.json()["error"]["code"] == "store"

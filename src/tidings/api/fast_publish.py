@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 
 from pydantic import ValidationError as BodyInvalid
+from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tidings.api.errors import error_response
@@ -47,28 +48,38 @@ class FastPublish:
         if last is not None:  # the client went away while sending
             await self.app(scope, _replay(body, receive, last), send)
             return
-        access = self.service.access
-        info = await access.authenticate(token)
         try:
             event = EventIn.model_validate_json(body)
         except BodyInvalid:
-            event = None
-        if info is None or event is None or not allows(info.scopes, TokenScope.PUBLISH):
             await self.app(scope, _replay(body, receive, None), send)
             return
+        access = self.service.access
         traceparent = headers.get(b"traceparent")
         parent = valid_traceparent(traceparent.decode("latin-1") if traceparent else None)
         try:
+            info = await access.authenticate(token)
+        except TidingsError as error:  # the database is down: answered as the route would
+            await _error(error)(scope, receive, send)
+            return
+        if info is None or not allows(info.scopes, TokenScope.PUBLISH):
+            await self.app(scope, _replay(body, receive, None), send)
+            return
+        try:
             result = await self.service.publish(event.model_dump() | {"traceparent": parent})
             response = publish_answer(result)
-        except TidingsError as error:  # as the API's one error handler answers it
-            response = error_response(error.status, error.code, error.message)
         except Exception as error:
-            log.exception("unexpected error", exc_info=error)
-            response = error_response(500, "internal", "internal error; see the server log")
+            response = _error(error)
         await response(scope, receive, send)
         if access.use_due(info):  # after the answer, as the route's background task
             await access.record_use(info.id)
+
+
+def _error(error: Exception) -> Response:
+    """As the API's one error handler (tidings.api.errors) answers the error."""
+    if isinstance(error, TidingsError):
+        return error_response(error.status, error.code, error.message)
+    log.exception("unexpected error", exc_info=error)
+    return error_response(500, "internal", "internal error; see the server log")
 
 
 def _headers(scope: Scope) -> dict[bytes, bytes]:
