@@ -177,6 +177,15 @@ def workers(tmp: Path, db_url: str, count: int, **settings: object) -> Iterator[
 @contextlib.contextmanager
 def serving(tmp: Path, db_url: str, port: int, **settings: object) -> Iterator[str]:
     """`tidings serve --no-dispatch` on `port`, its base URL once /healthz answers 200."""
+    with served(tmp, db_url, port, **settings) as (base, _process):
+        yield base
+
+
+@contextlib.contextmanager
+def served(
+    tmp: Path, db_url: str, port: int, **settings: object
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """As `serving`, with the process too (to read its CPU time)."""
     log = tmp / "serve.log"
     with log.open("wb") as out:
         serve = subprocess.Popen(
@@ -197,6 +206,6 @@ def serving(tmp: Path, db_url: str, port: int, **settings: object) -> Iterator[s
 
     try:
         wait_until(healthy, 30, 0.1, "tidings serve")
-        yield base
+        yield base, serve
     finally:
         stop(serve)

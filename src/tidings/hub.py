@@ -189,8 +189,15 @@ class Hub:
         await self.store.migrate()
 
     async def publish(self, *, conn: AsyncConnection | None = None, **fields: Any) -> PublishResult:
-        """Publish one event (E1–E3); fields as in `tidings.core.validate.event_input`."""
-        (result,) = await self.publish_many([validate.event_input(**fields)], conn=conn)
+        """Publish one event (E1–E3); fields as in `tidings.core.validate.event_input`.
+
+        Without `conn`, events published at the same moment by this process's tasks share
+        one transaction (group commit): fewer commits, and each call still returns only once
+        its own event is stored; an event the database refuses fails its own call only."""
+        item = validate.event_input(**fields)
+        if conn is None and not tracing.active():
+            return await self.store.publish_one(item)
+        (result,) = await self.publish_many([item], conn=conn)
         return result
 
     async def publish_many(

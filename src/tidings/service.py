@@ -117,8 +117,8 @@ class Service:
     # -- events ---------------------------------------------------------------------------
 
     async def publish(self, fields: Mapping[str, Any]) -> PublishResult:
-        (result,) = await self.hub.publish_many([fields])
-        return result
+        """One event, group-committed with those published at the same moment (Hub.publish)."""
+        return await self.hub.publish(**fields)
 
     async def publish_batch(self, items: Sequence[Mapping[str, Any]]) -> list[PublishResult]:
         checked = []

@@ -21,6 +21,7 @@ from tidings.api import (
     worker,
 )
 from tidings.api.bodylimit import BodyLimit
+from tidings.api.fast_publish import FastPublish
 from tidings.api.redirects import RelativeRedirects
 from tidings.api.schemas import ErrorOut
 from tidings.service import Service
@@ -57,6 +58,7 @@ def create_app(service: Service) -> FastAPI:
     ):
         app.include_router(router)
     docs.install(app)
+    app.add_middleware(FastPublish, service=service)
     app.add_middleware(RelativeRedirects)
     app.add_middleware(BodyLimit)
     return app

@@ -16,7 +16,13 @@ bearer = HTTPBearer(auto_error=False, description="An API token: `tidings token 
 _CHALLENGE = {"WWW-Authenticate": "Bearer"}
 
 
-def service_of(request: Request) -> Service:
+async def service_of(request: Request) -> Service:
+    """The service, as a dependency. Async on purpose: FastAPI runs a plain `def` dependency
+    on a worker thread, a thread hop on every request."""
+    return _service(request)
+
+
+def _service(request: Request) -> Service:
     service: Service = request.app.state.service
     return service
 
@@ -29,7 +35,7 @@ def require(scope: Scope) -> Callable[..., Awaitable[TokenInfo]]:
     ) -> TokenInfo:
         if credentials is None or not credentials.credentials:
             raise HTTPException(401, "a bearer token is required", headers=_CHALLENGE)
-        access = service_of(request).access
+        access = _service(request).access
         token = await access.authenticate(credentials.credentials)
         if token is None:
             raise HTTPException(401, "unknown, revoked or expired token", headers=_CHALLENGE)

@@ -77,7 +77,9 @@ def _insert_keyed(
             first.setdefault(item.idempotency_key, i)
     if not first:
         return {}
-    values = [_values(inputs[i]) for i in first.values()]
+    # In key order: concurrent transactions then take the keys' locks in one order, so two
+    # publishes of the same keys wait for each other instead of deadlocking.
+    values = [_values(inputs[first[key]]) for key in sorted(first)]
     inserted = insert_rows(
         conn,
         events,

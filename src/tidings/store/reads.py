@@ -5,6 +5,7 @@ Each runs as one read transaction (on PostgreSQL without BEGIN and COMMIT).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from datetime import datetime
 
@@ -31,7 +32,11 @@ from tidings.store import (
     tokens,
 )
 from tidings.store.clock import TxClock
+from tidings.store.gather import Gathered
 from tidings.store.runner import Runner
+
+#: Token lookups one statement answers at most; such statements run at most 4 at a time.
+MAX_TOKEN_LOOKUPS = 500
 
 
 class Reads(Runner):
@@ -128,8 +133,19 @@ class Reads(Runner):
     # -- API tokens -----------------------------------------------------------------------
 
     async def find_token(self, token_hash: str) -> tokens.TokenInfo | None:
-        """The live token with this hash: not revoked, not expired."""
-        return await self._run(tokens.find, token_hash, read_only=True)
+        """The live token with this hash: not revoked, not expired. Asked as the request
+        arrives, never from a cache, so a revocation holds for every later request; the
+        lookups of concurrent requests are gathered into one statement (each is answered by
+        a statement sent after it was asked)."""
+        return await self._token_lookups(token_hash)
+
+    @functools.cached_property
+    def _token_lookups(self) -> Gathered[str, tokens.TokenInfo | None]:
+        return Gathered(self._find_tokens, max_items=MAX_TOKEN_LOOKUPS, in_flight=4)
+
+    async def _find_tokens(self, hashes: list[str]) -> list[tokens.TokenInfo | Exception | None]:
+        found = await self._run(tokens.find_many, hashes, read_only=True)
+        return [found.get(h) for h in hashes]
 
     async def list_tokens(self) -> list[tokens.TokenInfo]:
         return await self._run(lambda c, _: tokens.list_all(c), read_only=True)

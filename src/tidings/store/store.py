@@ -29,6 +29,7 @@ from tidings.store import (
     channel_ops,
     claims,
     express,
+    group_commit,
     inbox,
     migrate,
     outcomes,
@@ -40,6 +41,7 @@ from tidings.store import (
 )
 from tidings.store.admin import AdminWrites
 from tidings.store.clock import AppClock, TxClock, utc_now
+from tidings.store.gather import Gathered
 from tidings.store.notify import OnWork, PostgresListener
 from tidings.store.operations import Operations
 from tidings.store.reads import Reads
@@ -66,6 +68,12 @@ class Store(Operations, AdminWrites, Reads):
         )
         #: Called after this process stored new work: the in-process wake-up (W2).
         self._on_work = on_work
+        #: Single publishes of this process, committed in groups (`publish_one`).
+        self._groups: Gathered[EventInput, PublishResult] = Gathered(
+            self._publish_group,
+            max_items=group_commit.MAX_GROUP,
+            in_flight=group_commit.GROUPS_IN_FLIGHT,
+        )
 
     # -- schema ---------------------------------------------------------------------------
 
@@ -123,6 +131,17 @@ class Store(Operations, AdminWrites, Reads):
         results = await self._run(publishing.publish_events, list(inputs), now=now)
         self._new_work(_pending_channels(results))
         return results
+
+    async def publish_one(self, item: EventInput) -> PublishResult:
+        """Publish one event, in one transaction with the others this process publishes at
+        the same moment (group commit); answered once that transaction has committed. Its
+        own failure is its own: another event of the group that fails does not fail it."""
+        return await self._groups(item)
+
+    async def _publish_group(self, inputs: list[EventInput]) -> list[PublishResult | Exception]:
+        answers = await group_commit.publish_group(self._run, inputs)
+        self._new_work(_pending_channels([a for a in answers if isinstance(a, PublishResult)]))
+        return answers
 
     def publish_in(self, conn: Connection, inputs: Sequence[EventInput]) -> list[PublishResult]:
         """Publish inside a caller's own sync connection and transaction (E1)."""

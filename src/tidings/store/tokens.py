@@ -85,6 +85,17 @@ def find(conn: Connection, clock: TxClock, token_hash: str) -> TokenInfo | None:
     return None if row is None else info(row)
 
 
+def find_many(
+    conn: Connection, clock: TxClock, token_hashes: Sequence[str]
+) -> dict[str, TokenInfo]:
+    """The live tokens among these hashes, by hash (one statement for any number)."""
+    t = api_tokens.c
+    rows = conn.execute(
+        select(api_tokens).where(t.token_hash.in_(set(token_hashes)), live(clock))
+    ).mappings()
+    return {row["token_hash"]: info(row) for row in rows}
+
+
 def list_all(conn: Connection) -> list[TokenInfo]:
     rows = conn.execute(select(api_tokens).order_by(api_tokens.c.id)).mappings()
     return [info(row) for row in rows]
