@@ -16,7 +16,7 @@ from bench.keys import shared_key_file
 from bench.processes import workers
 from bench.result import Result
 from bench.rig import Rig
-from bench.scenarios.raw import raw_once
+from bench.scenarios.e2e import paired
 
 TIMEOUT_S = 600
 #: Looks timed per size; the figure is their median.
@@ -130,26 +130,10 @@ def drain_once(rig: Rig, sizes: Sizes) -> tuple[float, dict[str, Any]]:
 
 
 def _drain_result(rig: Rig, sizes: Sizes) -> Result:
-    runs: list[tuple[float, float, dict[str, Any]]] = []
-    for _ in range(rig.rounds):
-        raw = raw_once(rig)
-        rig.raws.append(raw)
-        rate, notes = drain_once(rig, sizes)
-        runs.append((rate, raw, notes))
-        print(f"  channels/{sizes.channels}: {rate:,.0f}/s, raw {raw:,.0f}/s", flush=True)
-    notes = dict(runs[-1][2])
-    notes.pop("drain_s", None)
-    notes["runs"] = [
-        {"rate": round(rate), "raw": round(raw), "drain_s": n["drain_s"]} for rate, raw, n in runs
-    ]
-    return Result(
-        f"channels/{sizes.channels}x{sizes.rows_per_channel}",
-        statistics.median(rate for rate, _, _ in runs),
-        "deliveries/s",
-        "postgresql",
-        ratio_to_raw=statistics.median(rate / raw for rate, raw, _ in runs),
-        notes=notes,
-    )
+    label = f"channels/{sizes.channels}"
+    rate, ratio, notes = paired(rig, label, lambda: drain_once(rig, sizes))
+    name = f"channels/{sizes.channels}x{sizes.rows_per_channel}"
+    return Result(name, rate, "deliveries/s", "postgresql", ratio_to_raw=ratio, notes=notes)
 
 
 def run(rig: Rig) -> list[Result]:

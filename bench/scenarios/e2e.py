@@ -128,30 +128,34 @@ def _once(rig: Rig, variant: Variant) -> tuple[float, dict[str, Any]]:
     return drain_on(f"sqlite:///{path}", states_sqlite(path))
 
 
-def _paired(rig: Rig, variant: Variant) -> Result:
-    """`rig.rounds` runs of `variant`, each right after a run of raw: the ratio is the median
-    of the paired ratios, so a shared, noisy machine that slows down or speeds up during the
-    bench moves both sides of each ratio alike."""
+def paired(
+    rig: Rig, label: str, once: Callable[[], tuple[float, dict[str, Any]]]
+) -> tuple[float, float, dict[str, Any]]:
+    """`rig.rounds` runs of `once`, each right after a run of raw: the median rate, the median
+    of the paired ratios (a shared, noisy machine that slows down or speeds up during the
+    bench moves both sides of each ratio alike) and the last run's notes with every run."""
     runs: list[tuple[float, float, dict[str, Any]]] = []
     for _ in range(rig.rounds):
         raw = raw_once(rig)
         rig.raws.append(raw)
-        rate, notes = _once(rig, variant)
+        rate, notes = once()
         runs.append((rate, raw, notes))
-        print(f"  {variant.name}: {rate:,.0f}/s, raw {raw:,.0f}/s", flush=True)
+        print(f"  {label}: {rate:,.0f}/s, raw {raw:,.0f}/s", flush=True)
     notes = dict(runs[-1][2])
     notes.pop("drain_s", None)
     notes["runs"] = [
         {"rate": round(rate), "raw": round(raw), "drain_s": n["drain_s"]} for rate, raw, n in runs
     ]
-    return Result(
-        variant.name,
+    return (
         statistics.median(rate for rate, _, _ in runs),
-        UNIT,
-        variant.backend,
-        ratio_to_raw=statistics.median(rate / raw for rate, raw, _ in runs),
-        notes=notes,
+        statistics.median(rate / raw for rate, raw, _ in runs),
+        notes,
     )
+
+
+def _paired(rig: Rig, variant: Variant) -> Result:
+    rate, ratio, notes = paired(rig, variant.name, lambda: _once(rig, variant))
+    return Result(variant.name, rate, UNIT, variant.backend, ratio_to_raw=ratio, notes=notes)
 
 
 def run(rig: Rig) -> list[Result]:

@@ -8,6 +8,7 @@ every claim slower than the last.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -73,12 +74,14 @@ async def test_the_claim_uses_the_claim_index(hub: tidings.Hub) -> None:
         assert "ix_deliveries_claimable" in plan, plan
 
 
-async def _captured(hub: tidings.Hub, marker: str, action: Any) -> tuple[str, Any]:
-    """The SQL and parameters of the one statement containing `marker` that `action` sent."""
+async def _statements(
+    hub: tidings.Hub, wanted: Callable[[str], bool], action: Any
+) -> list[tuple[str, Any]]:
+    """The SQL and parameters of each statement `action` sent that `wanted` keeps."""
     seen: list[tuple[str, Any]] = []
 
     def capture(_conn: Any, _cursor: Any, sql: str, params: Any, *_rest: Any) -> None:
-        if marker in sql:
+        if wanted(sql):
             seen.append((sql, params))
 
     engine = hub.store.sync_engine
@@ -87,6 +90,12 @@ async def _captured(hub: tidings.Hub, marker: str, action: Any) -> tuple[str, An
         await action()
     finally:
         event.remove(engine, "before_cursor_execute", capture)
+    return seen
+
+
+async def _captured(hub: tidings.Hub, marker: str, action: Any) -> tuple[str, Any]:
+    """The SQL and parameters of the one statement containing `marker` that `action` sent."""
+    seen = await _statements(hub, lambda sql: marker in sql, action)
     assert len(seen) == 1, seen
     return seen[0]
 
@@ -149,19 +158,12 @@ async def test_looking_for_due_channels_reads_the_claim_index(hub: tidings.Hub) 
 
 async def _plans(hub: tidings.Hub, action: Any) -> list[tuple[str, str]]:
     """Each SELECT `action` sent (reads of deliveries, events or attempts), with its plan."""
-    seen: list[tuple[str, Any]] = []
 
-    def capture(_conn: Any, _cursor: Any, sql: str, params: Any, *_rest: Any) -> None:
+    def wanted(sql: str) -> bool:
         reads = ("FROM deliveries", "FROM attempts")
-        if sql.lstrip().upper().startswith("SELECT") and any(r in sql for r in reads):
-            seen.append((sql, params))
+        return sql.lstrip().upper().startswith("SELECT") and any(r in sql for r in reads)
 
-    engine = hub.store.sync_engine
-    event.listen(engine, "before_cursor_execute", capture)
-    try:
-        await action()
-    finally:
-        event.remove(engine, "before_cursor_execute", capture)
+    seen = await _statements(hub, wanted, action)
     assert seen
     return [(sql, await _plan(hub, sql, params)) for sql, params in seen]
 
