@@ -86,7 +86,10 @@ async def test_writes_take_turns_on_one_thread_and_reads_run_beside_them(
 
     def watch(_conn: Any, _cursor: Any, sql: str, *_rest: Any) -> None:
         name = threading.current_thread().name
-        if sql.lstrip().startswith(("INSERT", "UPDATE", "WITH")):
+        statement = sql.lstrip().upper()
+        # A WITH is a write only when it changes rows (the due-channel look is a WITH too).
+        changes = any(verb in statement for verb in ("INSERT ", "UPDATE ", "DELETE "))
+        if statement.startswith(("INSERT", "UPDATE", "DELETE", "WITH")) and changes:
             writers.add(name)
         if "prior_state" in sql and not leasing.is_set():
             leasing.set()
