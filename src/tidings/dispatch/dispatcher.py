@@ -44,8 +44,11 @@ LEASE_TIMEOUT_FACTOR = 4
 #: How long a channel rests after its job failed, at most (a poll interval may be long).
 FAILED_JOB_REST_S = 1.0
 #: Channel jobs one dispatcher runs at once. Due channels beyond it wait their turn in the
-#: order a look found them; a channel a wake-up names starts at once, whatever runs.
-JOBS_AT_ONCE = 64
+#: order a look found them; a channel a wake-up names starts at once, whatever runs. Jobs
+#: under a cap end together (their sends share the slots in turn) and the waiting ones then
+#: start with empty pipelines: at 64, a hundred busy channels drained at 0.66 × raw against
+#: 0.73 × with no cap, so the cap is kept for the thousands.
+JOBS_AT_ONCE = 256
 #: After a job ends, a dispatcher looks for due channels at most this often: with many
 #: quiet channels, each job's end asking anew kept the loop (and the database) busy with
 #: looks while wake-ups waited for it. New work wakes it at once anyway; this only delays
