@@ -106,3 +106,38 @@ async def test_r1_a_retention_of_nothing_due_purges_nothing(hub: tidings.Hub, da
     await publish(hub, 2)
     await _ended(hub, ch, 2)
     assert (await hub.store.purge(days)).rows == 0
+
+
+async def test_r1_events_that_never_had_a_delivery_go_by_a_sweep_in_small_steps(
+    hub: tidings.Hub,
+) -> None:
+    """Events no channel matched are found by a sweep over events in id order, `limit` at a
+    time from where the last batch stopped, ending at the first event too young to go."""
+    ch = await channel(hub, filter={"kinds": ["kept.*"]})
+    unmatched = [r.event.id for r in await publish(hub, 5, kind="unmatched.x")]
+    await publish(hub, 1, kind="kept.x")
+    await _ended(hub, ch, 1)
+    await _age(hub, DAYS + 1)
+    await publish(hub, 1, kind="unmatched.young")  # too young: the sweep ends here
+    first = await hub.store.purge(DAYS, limit=2, events_after=0)
+    # The ended delivery and its event (checked by id), and the first two swept.
+    assert (first.deliveries, first.events, first.events_after) == (1, 3, unmatched[1])
+    second = await hub.store.purge(DAYS, limit=2, events_after=first.events_after)
+    assert (second.events, second.events_after) == (2, unmatched[3])
+    third = await hub.store.purge(DAYS, limit=2, events_after=second.events_after)
+    assert (third.events, third.events_after) == (1, None)  # met the young one: over
+    assert await count(hub, "events") == 1
+    assert (await hub.store.purge(DAYS, events_after=None)).rows == 0
+
+
+async def test_r1_a_batch_reads_no_more_events_than_its_limit(hub: tidings.Hub) -> None:
+    """Without a sweep, a batch looks only at the events of the deliveries it deletes: old
+    events that still have a delivery are not read. A sweep step reads `limit` of them."""
+    ch = await channel(hub, retention_days=365)  # these deliveries stay a year
+    ids = [r.event.id for r in await publish(hub, 30)]
+    await _ended(hub, ch, 30)
+    await _age(hub, DAYS + 1)
+    assert (await hub.store.purge(DAYS, limit=5, events_after=None)).rows == 0
+    swept = await hub.store.purge(DAYS, limit=5, events_after=0)
+    assert (swept.rows, swept.events_after) == (0, ids[4])
+    assert await count(hub, "events") == 30

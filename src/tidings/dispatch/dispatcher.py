@@ -149,6 +149,8 @@ class Dispatcher:
                 self.config.retention_days,
                 self.config.retention_archive_dir,
                 self.metrics,
+                # Before its first look a dispatcher does not know yet: taken as busy.
+                delivering=lambda: bool(self._jobs) or self._looked_at == float("-inf"),
             )
             purging = asyncio.create_task(purger.run(self._stopping), name="tidings-retention")
             try:

@@ -71,10 +71,15 @@ class Operations(Runner):
         retention_days: float,
         archive: retention.Archive | None = None,
         *,
+        events_after: int | None = 0,
+        limit: int = retention.BATCH,
         now: datetime | None = None,
     ) -> retention.Purged:
-        """One batch of what has outlived its retention (archived first by `archive`)."""
-        return await self._run(retention.purge_batch, retention_days, archive, now=now)
+        """One batch of what has outlived its retention (archived first by `archive`); the
+        sweep for events without a delivery goes on after `events_after` (None: no sweep)."""
+        return await self._run(
+            retention.purge_batch, retention_days, archive, limit, events_after, now=now
+        )
 
     async def purge_due(
         self, retention_days: float, *, now: datetime | None = None

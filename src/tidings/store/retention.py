@@ -2,6 +2,12 @@
 delivery, inbox messages and bulk resend records older than their retention go, in small
 batches, one purger at a time cluster-wide. Rows `pending` or `sending` are never touched.
 
+Events go when they are past their retention and no delivery is left: those whose last
+deliveries a batch deletes (checked by id), and those that never had one (matched no
+channel), found by a sweep over events in id order that goes on from where the last batch
+stopped (`events_after`) and starts over once it reaches events too young to go. No batch
+looks at more rows than its limit, so its cost stays flat however large the tables grow.
+
 A batch can be archived first (`Archive`: a callback that takes the rows as plain JSON
 documents, secrets never among them) within the transaction that deletes them.
 """
@@ -30,7 +36,7 @@ from tidings.store.schema import (
 from tidings.store.transitions import state_in
 
 #: Rows one batch deletes at most: short transactions that never hold claims up for long.
-BATCH = 1000
+BATCH = 250
 
 Archive = Callable[[str, Mapping[str, Any]], None]
 
@@ -44,6 +50,9 @@ class Purged:
     other: int = 0
     #: Another purger holds the cluster-wide turn; nothing was done.
     busy: bool = False
+    #: Where the next batch's sweep for events without a delivery goes on; None: the sweep
+    #: reached events too young to go (or was not asked for).
+    events_after: int | None = None
 
     @property
     def rows(self) -> int:
@@ -56,20 +65,25 @@ def purge_batch(
     default_days: float,
     archive: Archive | None = None,
     limit: int = BATCH,
+    events_after: int | None = 0,
 ) -> Purged:
-    """One batch: at most `limit` deliveries, then at most `limit` events, and the small
-    tables; `busy` when another process is purging."""
+    """One batch: at most `limit` deliveries, the events they leave without a delivery, up
+    to `limit` events swept from `events_after` on (None: no sweep), and the small tables;
+    `busy` when another process is purging."""
     if not dialect_for(conn).try_exclusive(conn, "retention"):
-        return Purged(busy=True)
+        return Purged(busy=True, events_after=events_after)
     now = clock.now()
     ids = conn.scalars(
         select(d.c.id).where(_expired(conn, now, default_days)).order_by(d.c.id).limit(limit)
     ).all()
     if ids and archive is not None:
         _archive_deliveries(conn, list(ids), archive)
-    gone = _delete_deliveries(conn, list(ids)) if ids else 0
+    gone, left_events = _delete_deliveries(conn, list(ids)) if ids else (0, [])
     cutoff = now - timedelta(days=default_days)
-    orphans = conn.scalars(_orphan_events(cutoff).limit(limit)).all()
+    swept, next_after = (
+        ([], None) if events_after is None else _sweep(conn, cutoff, events_after, limit)
+    )
+    orphans = _without_delivery(conn, cutoff, sorted({*left_events, *swept}))
     if orphans and archive is not None:
         for row in conn.execute(select(events).where(events.c.id.in_(orphans))).mappings():
             archive("event", _plain(row))
@@ -77,7 +91,40 @@ def purge_batch(
         conn.execute(delete(events).where(events.c.id.in_(orphans))).rowcount if orphans else 0
     )
     other = _purge_small(conn, cutoff, limit)
-    return Purged(gone, events_gone, other)
+    return Purged(gone, events_gone, other, events_after=next_after)
+
+
+def _sweep(
+    conn: Connection, cutoff: datetime, after: int, limit: int
+) -> tuple[list[int], int | None]:
+    """The next `limit` events past their retention after id `after`, and where the sweep
+    goes on: None once it met an event too young or the end of the table."""
+    found = conn.execute(
+        select(events.c.id, events.c.created_at)
+        .where(events.c.id > after)
+        .order_by(events.c.id)
+        .limit(limit)
+    ).all()
+    old = [int(i) for i, created in found if _before(created, cutoff)]
+    ended = len(found) < limit or len(old) < len(found)
+    return old, None if ended or not old else old[-1]
+
+
+def _before(when: datetime, cutoff: datetime) -> bool:
+    if when.tzinfo is None:  # SQLite hands back naive UTC
+        cutoff = cutoff.replace(tzinfo=None)
+    return when < cutoff
+
+
+def _without_delivery(conn: Connection, cutoff: datetime, ids: list[int]) -> list[int]:
+    """Those of `ids` past their retention that no delivery refers to."""
+    if not ids:
+        return []
+    has_delivery = exists().where(d.c.event_id == events.c.id)
+    stmt = select(events.c.id).where(
+        dialect_for(conn).ids_in(events.c.id, ids), events.c.created_at < cutoff, ~has_delivery
+    )
+    return [int(i) for i in conn.scalars(stmt)]
 
 
 def due(conn: Connection, clock: TxClock, default_days: float) -> dict[str, int]:
@@ -127,12 +174,14 @@ def _orphan_events(cutoff: datetime) -> Any:
     )
 
 
-def _delete_deliveries(conn: Connection, ids: list[int]) -> int:
+def _delete_deliveries(conn: Connection, ids: list[int]) -> tuple[int, list[int]]:
     """Their attempt and resend rows go with them (ON DELETE CASCADE). The state is checked
-    again: a resend may have reopened one since it was picked."""
+    again: a resend may have reopened one since it was picked. Returns how many went and
+    their events."""
     dialect = dialect_for(conn)
-    stmt = delete(d).where(dialect.ids_in(d.c.id, ids), state_in(FINAL))
-    return int(conn.execute(stmt).rowcount)
+    stmt = delete(d).where(dialect.ids_in(d.c.id, ids), state_in(FINAL)).returning(d.c.event_id)
+    event_ids = [int(i) for i in conn.scalars(stmt)]
+    return len(event_ids), event_ids
 
 
 def _purge_small(conn: Connection, cutoff: datetime, limit: int) -> int:
