@@ -13,7 +13,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tests.chaos import table
+from tests.chaos import disk, table
 from tests.chaos.faults import FAULTS
 from tests.chaos.scenario import Plan, Result, run
 
@@ -28,6 +28,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backend", choices=("postgresql", "sqlite", "both"), default="both")
     parser.add_argument("--events-per-s", type=float, default=100.0)
     parser.add_argument("--lanes", type=int, default=2, help="faults at once")
+    parser.add_argument(
+        "--hold",
+        type=float,
+        nargs=2,
+        default=(1.0, 4.0),
+        metavar=("MIN", "MAX"),
+        help="how long a fault lasts, drawn in this range (seconds)",
+    )
+    parser.add_argument(
+        "--gap",
+        type=float,
+        nargs=2,
+        default=(0.5, 2.0),
+        metavar=("MIN", "MAX"),
+        help="the pause between two faults of one lane (seconds)",
+    )
     parser.add_argument("--fault", action="append", choices=sorted(FAULTS), default=[])
     parser.add_argument("--out", type=Path, default=RESULTS / "latest.json")
     parser.add_argument(
@@ -37,6 +53,11 @@ def main(argv: list[str] | None = None) -> int:
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(10**6)
     print(f"chaos: seed {seed}", flush=True)
     backends = ["postgresql", "sqlite"] if args.backend == "both" else [args.backend]
+    no_disk = disk.available()
+    if no_disk is not None and "sqlite" in backends:
+        print(f"chaos: WARNING: no full-disk fault on SQLite: {no_disk}", flush=True)
+        args.fault = args.fault or [n for n in sorted(FAULTS) if n != "disk_full"]
+        args.fault = [n for n in args.fault if n != "disk_full"]
     summaries = []
     ok = True
     for backend in backends:
@@ -52,7 +73,10 @@ def main(argv: list[str] | None = None) -> int:
                 minutes=args.minutes,
                 events_per_s=args.events_per_s,
                 lanes=args.lanes,
+                hold_s=tuple(args.hold),
+                fault_gap_s=tuple(args.gap),
                 progress_every_s=30.0,
+                keep=args.keep,
             )
             result = asyncio.run(run(plan))
         finally:

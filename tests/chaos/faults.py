@@ -5,13 +5,14 @@ and the resource they hold (two faults on one resource never overlap; others may
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import signal
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from tests.chaos import procs
+from tests.chaos import disk, procs, tls
 from tests.chaos.cluster import LISTEN_APP
 from tests.chaos.publisher import CHANNELS
 from tests.chaos.rig import LEASE_S, Rig
@@ -21,6 +22,8 @@ BOTH = ("postgresql", "sqlite")
 PG = ("postgresql",)
 SQLITE = ("sqlite",)
 SKEWED = "skewed"
+#: The longest a disk stays full waiting for a write to be refused.
+DISK_FULL_LONGEST_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -131,6 +134,15 @@ def _receiver(mode: str, longest_s: float | None = None) -> FaultFn:
     return fault
 
 
+async def rx_tls(rig: Rig, rng: random.Random) -> str:
+    """The TLS port shows a certificate the sender must refuse, then the good one again."""
+    mode = rng.choice([f"tls_{name}" for name in tls.BAD_CERTIFICATES])
+    await asyncio.to_thread(procs.control, rig.receiver_port, mode)
+    await asyncio.sleep(rig.hold(rng))
+    await asyncio.to_thread(procs.control, rig.receiver_port, "ok")
+    return mode
+
+
 async def rx_down(rig: Rig, rng: random.Random) -> str:
     """kill -9 of the receiver, down long enough to open the breaker (5 failures), back."""
     assert rig.receiver is not None
@@ -150,6 +162,34 @@ async def serve_kill9(rig: Rig, rng: random.Random) -> str:
         rig.notes.append(f"SQLite integrity_check after kill -9 of serve: {result}")
     await rig.supervise(rig.serve)
     return f"integrity_check {result}"
+
+
+async def disk_full(rig: Rig, rng: random.Random) -> str:
+    """The SQLite file's disk full to the last byte until a publish is refused (SQLite fails
+    only once its write-ahead log must grow) or DISK_FULL_LONGEST_S pass, then room again;
+    the file must pass PRAGMA integrity_check afterwards."""
+    if rig.disk is None:
+        raise RuntimeError(f"no disk of its own for the SQLite file: {disk.available()}")
+    assert rig.publisher is not None
+    refused_before = rig.publisher.failures
+    taken = await asyncio.to_thread(rig.disk.fill)
+    began = time.monotonic()
+    await asyncio.sleep(rig.hold(rng))
+    if rig.publisher.failures == refused_before:
+        rig.publisher.refused.clear()
+        with contextlib.suppress(TimeoutError):
+            left = DISK_FULL_LONGEST_S - (time.monotonic() - began)
+            await asyncio.wait_for(rig.publisher.refused.wait(), max(0.0, left))
+    rig.disk.free()
+    refused = rig.publisher.failures - refused_before
+    result = await asyncio.to_thread(rig.integrity)
+    if result != "ok":
+        rig.notes.append(f"SQLite integrity_check after a full disk: {result}")
+    answer = rig.publisher.last_refusal if refused else ""
+    return (
+        f"{taken // 2**20} MiB taken, {refused} publish(es) refused ({answer}),"
+        f" integrity_check {result}"
+    )
 
 
 async def clock_skew(rig: Rig, rng: random.Random) -> str:
@@ -190,8 +230,10 @@ FAULTS: dict[str, Fault] = {
         Fault("rx_drip", BOTH, "receiver", _receiver("drip")),
         Fault("rx_huge", BOTH, "receiver", _receiver("huge")),
         Fault("rx_redirect", BOTH, "receiver", _receiver("redirect", longest_s=0.5)),
+        Fault("rx_tls", BOTH, "receiver", rx_tls),
         Fault("rx_down", BOTH, "receiver", rx_down),
         Fault("serve_kill9", SQLITE, "serve", serve_kill9),
+        Fault("disk_full", SQLITE, "disk", disk_full),
         Fault("clock_skew", PG, "clock", clock_skew),
     )
 }

@@ -106,17 +106,22 @@ class Proc:
         return "\n".join(log.read_text(errors="replace") for log in self.logs if log.exists())
 
 
-def _env(**settings: object) -> dict[str, str]:
-    env = dict(os.environ)
+def _env(extra_env: dict[str, str] | None = None, **settings: object) -> dict[str, str]:
+    env = {**os.environ, **(extra_env or {})}
     env.update({f"TIDINGS_{k.upper()}": str(v) for k, v in settings.items() if v is not None})
     return env
 
 
 def worker(
-    workdir: Path, db_url: str, worker_id: str, skew_s: float = 0, **settings: object
+    workdir: Path,
+    db_url: str,
+    worker_id: str,
+    skew_s: float = 0,
+    extra_env: dict[str, str] | None = None,
+    **settings: object,
 ) -> Proc:
     """A `tidings worker`; with `skew_s` its wall clock runs that far ahead (libfaketime)."""
-    env = _env(db=db_url, **settings)
+    env = _env(extra_env, db=db_url, **settings)
     if skew_s:
         lib = faketime_lib()
         if lib is None:
@@ -132,16 +137,24 @@ def serve(
     port: int,
     name: str = "serve",
     dispatch: bool = True,
+    extra_env: dict[str, str] | None = None,
     **settings: object,
 ) -> Proc:
     """`tidings serve`: the API, and a dispatcher unless `dispatch` is False."""
-    env = _env(db=db_url, port=port, worker_id=name, **settings)
+    env = _env(extra_env, db=db_url, port=port, worker_id=name, **settings)
     argv = [sys.executable, "-m", "tidings", "serve", "--dispatch" if dispatch else "--no-dispatch"]
     url = f"http://127.0.0.1:{port}/healthz"
     return Proc(name, argv, env, workdir, "", ready_url=url)
 
 
-def receiver(workdir: Path, port: int, record: Path, secrets: dict[str, str]) -> Proc:
+def receiver(
+    workdir: Path,
+    port: int,
+    record: Path,
+    secrets: dict[str, str],
+    tls: tuple[int, Path] | None = None,
+) -> Proc:
+    """The receiver; with `tls` (port, directory of tests/chaos/tls.py) also over TLS."""
     argv = [
         sys.executable,
         "-m",
@@ -153,6 +166,8 @@ def receiver(workdir: Path, port: int, record: Path, secrets: dict[str, str]) ->
         "--secrets",
         json.dumps(secrets),
     ]
+    if tls is not None:
+        argv += ["--tls-port", str(tls[0]), "--tls-dir", str(tls[1])]
     return Proc("receiver", argv, dict(os.environ), workdir, f"listening on {port}")
 
 

@@ -34,6 +34,7 @@ class ChannelPlan:
     rate_burst: int = 1
     max_attempts: int = 4
     digest_period_s: float = 2.0
+    tls: bool = False  # sent to the receiver's TLS port
 
 
 #: Realtime and digest channels, signed webhooks, a few rate limits, a few filters.
@@ -51,6 +52,7 @@ CHANNELS = (
         max_attempts=6,
     ),
     ChannelPlan("digest-prod", "/digest-prod", mode="digest", filter={"labels": {"env": "prod"}}),
+    ChannelPlan("rt-tls", "/rt-tls", filter={"min_severity": "medium"}, tls=True),
 )
 
 
@@ -74,9 +76,14 @@ def new_secrets(rng: random.Random) -> Secrets:
     return Secrets(signing_secrets, token("canary-header-"), token("canary-query-"))
 
 
-async def create_channels(hub: tidings.Hub, receiver_port: int, secrets: Secrets) -> None:
+async def create_channels(
+    hub: tidings.Hub, receiver_port: int, tls_port: int, secrets: Secrets
+) -> None:
     for plan in CHANNELS:
-        url = f"http://127.0.0.1:{receiver_port}{plan.path}?key={secrets.query}"
+        origin = (
+            f"https://127.0.0.1:{tls_port}" if plan.tls else f"http://127.0.0.1:{receiver_port}"
+        )
+        url = f"{origin}{plan.path}?key={secrets.query}"
         await hub.channels.create(
             name=plan.name,
             kind="webhook",
@@ -123,6 +130,8 @@ class Publisher:
         self.api = api  # (port, token) of a `tidings serve`
         self.acknowledged: list[str] = []
         self.failures = 0
+        self.last_refusal = ""  # the API's last error answer: "<status> <body>"
+        self.refused = asyncio.Event()  # set at each failed publish
 
     async def publish(self, batch: Sequence[dict[str, Any]], give_up_s: float = 120.0) -> None:
         loop = asyncio.get_running_loop()
@@ -132,6 +141,10 @@ class Publisher:
                 await self._once(batch)
             except (OSError, tidings.TidingsError, urllib.error.URLError) as error:
                 self.failures += 1
+                self.refused.set()
+                if isinstance(error, urllib.error.HTTPError):
+                    body = error.read(300).decode(errors="replace")
+                    self.last_refusal = f"{error.code} {body}"
                 if loop.time() > deadline:
                     raise RuntimeError(f"publishing failed for {give_up_s} s: {error}") from error
                 await asyncio.sleep(0.2)

@@ -10,6 +10,7 @@ import base64
 import json
 import os
 import random
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -20,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import tidings
-from tests.chaos import procs
+from tests.chaos import disk, procs, tls
 from tests.chaos.cluster import Cluster, binaries
 from tests.chaos.proxy import Proxy
 from tests.chaos.publisher import CHANNELS, Publisher, Secrets, create_channels, new_secrets
@@ -51,10 +52,15 @@ class Rig:
     cluster: Cluster | None = None
     database: str = "chaos"
     proxy: Proxy | None = None
+    #: SQLite: the small disk the file lives on (None where mounting is not allowed).
+    disk: disk.Disk | None = None
     db_url: str = ""  # what the harness uses (direct)
     worker_db_url: str = ""  # what the dispatchers use (through the proxy on PostgreSQL)
     receiver: procs.Proc | None = None
     receiver_port: int = 0
+    tls_port: int = 0  # the receiver's TLS port
+    #: For every dispatcher: trust the CA of the receiver's TLS port.
+    extra_env: dict[str, str] = field(default_factory=dict)
     record: Path = field(init=False)
     workers: list[procs.Proc] = field(default_factory=list)
     retired: list[procs.Proc] = field(default_factory=list)
@@ -87,11 +93,20 @@ class Rig:
         os.environ.setdefault("TIDINGS_SECRET_KEY", base64.b64encode(rng.randbytes(32)).decode())
         await asyncio.to_thread(self._start_database)
         self.receiver_port = procs.free_port()
+        self.tls_port = procs.free_port()
+        certificates = await asyncio.to_thread(tls.make, self.workdir / "tls")
+        self.extra_env = {"SSL_CERT_FILE": str(certificates.ca)}
         paths = {plan.path: self.secrets.signing[plan.path] for plan in CHANNELS}
-        self.receiver = procs.receiver(self.workdir, self.receiver_port, self.record, paths)
+        self.receiver = procs.receiver(
+            self.workdir,
+            self.receiver_port,
+            self.record,
+            paths,
+            tls=(self.tls_port, certificates.directory),
+        )
         await asyncio.to_thread(self.receiver.start)
         self.hub = tidings.Hub(self.db_url, lease_s=LEASE_S)
-        await create_channels(self.hub, self.receiver_port, self.secrets)
+        await create_channels(self.hub, self.receiver_port, self.tls_port, self.secrets)
         # Tokens first: a serve that finds none makes an admin token of its own at start.
         self.token = await asyncio.to_thread(self._token, "publish")
         self.read_token = await asyncio.to_thread(self._token, "read", "admin")
@@ -101,7 +116,12 @@ class Rig:
         sqlite = self.backend == "sqlite"
         self.serve_port = procs.free_port()
         self.serve = procs.serve(
-            self.workdir, self.db_url, self.serve_port, dispatch=sqlite, **WORKER_SETTINGS
+            self.workdir,
+            self.db_url,
+            self.serve_port,
+            dispatch=sqlite,
+            extra_env=self.extra_env,
+            **WORKER_SETTINGS,
         )
         await asyncio.to_thread(self.serve.start)
         if sqlite:
@@ -115,7 +135,12 @@ class Rig:
 
     def _start_database(self) -> None:
         if self.backend == "sqlite":
-            self.db_url = self.worker_db_url = f"sqlite:///{self.workdir / 'tidings.db'}"
+            where = self.workdir
+            if disk.available() is None:
+                self.disk = disk.Disk(self.workdir / "disk")
+                self.disk.mount()
+                where = self.disk.mountpoint
+            self.db_url = self.worker_db_url = f"sqlite:///{where / 'tidings.db'}"
             _migrate(self.db_url)
             return
         if self.cluster is None:
@@ -141,7 +166,9 @@ class Rig:
         return done.stdout.strip().splitlines()[-1]
 
     async def start_worker(self, name: str, skew_s: float = 0) -> procs.Proc:
-        proc = procs.worker(self.workdir, self.worker_db_url, name, skew_s, **WORKER_SETTINGS)
+        proc = procs.worker(
+            self.workdir, self.worker_db_url, name, skew_s, self.extra_env, **WORKER_SETTINGS
+        )
         self.workers.append(proc)
         await self.supervise(proc)
         return proc
@@ -178,8 +205,13 @@ class Rig:
         if self.hub is not None:
             await self.hub.close()
 
-    async def stop(self) -> None:
+    async def stop(self, keep_files: bool = False) -> None:
         await self.stop_processes()
+        if self.disk is not None:
+            if keep_files:  # the mount goes: the file is copied out of it first
+                for path in self.disk.mountpoint.glob("tidings.db*"):
+                    shutil.copy2(path, self.workdir / path.name)
+            self.disk.unmount()
         if self.proxy is not None:
             self.proxy.stop()
         if self.cluster is not None:
@@ -193,6 +225,8 @@ class Rig:
         """Undo every fault that may still be in place."""
         if self.proxy is not None:
             await asyncio.to_thread(self.proxy.heal)
+        if self.disk is not None:
+            self.disk.free()
         if self.cluster is not None:
             await asyncio.to_thread(self.cluster.release)
         assert self.receiver is not None

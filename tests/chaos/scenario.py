@@ -8,6 +8,7 @@ import bisect
 import contextlib
 import random
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,7 @@ class Plan:
     hold_s: tuple[float, float] = (1.0, 4.0)  # how long a fault lasts
     settle_s: float = 180.0
     cluster: Cluster | None = None  # a running PostgreSQL cluster to use (else its own)
+    keep: bool = False  # keep the SQLite file when its disk is unmounted at the end
 
 
 @dataclass
@@ -97,9 +99,12 @@ async def run(plan: Plan) -> Result:
             await _in_turn(rig, plan, rng, injected)
         else:
             locks = {f.resource: asyncio.Lock() for f in FAULTS.values()}
+            begun: Counter[str] = Counter()
             lanes = [
                 asyncio.create_task(
-                    _lane(rig, plan, names, random.Random(rng.random()), locks, stop, injected)
+                    _lane(
+                        rig, plan, names, random.Random(rng.random()), locks, stop, injected, begun
+                    )
                 )
                 for _ in range(plan.lanes)
             ]
@@ -150,7 +155,7 @@ async def run(plan: Plan) -> Result:
         result.recovery = recovery(injected, snap.records)
         return result
     finally:
-        await rig.stop()
+        await rig.stop(keep_files=plan.keep)
 
 
 async def _publish(rig: Rig, plan: Plan, stop: asyncio.Event, planned: asyncio.Event) -> None:
@@ -205,18 +210,23 @@ async def _lane(
     locks: dict[str, asyncio.Lock],
     stop: asyncio.Event,
     injected: list[Injected],
+    begun: Counter[str],
 ) -> None:
-    """Faults one after another, at random, each holding its resource while it lasts."""
+    """Faults one after another, at random among those whose resource is free and that were
+    injected least so far (every type comes up about as often), each holding its resource
+    while it lasts."""
     while not stop.is_set():
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), rng.uniform(*plan.fault_gap_s))
         if stop.is_set():
             return
-        fault = FAULTS[rng.choice(names)]
-        lock = locks[fault.resource]
-        if lock.locked():
+        free = [n for n in names if not locks[FAULTS[n].resource].locked()]
+        if not free:
             continue
-        async with lock:
+        fewest = min(begun[n] for n in free)
+        fault = FAULTS[rng.choice([n for n in free if begun[n] == fewest])]
+        begun[fault.name] += 1
+        async with locks[fault.resource]:
             try:
                 injected.append(await fault_tools.inject(rig, fault, rng))
             except Exception as error:  # a tool that fails is reported, the run goes on
@@ -224,12 +234,26 @@ async def _lane(
 
 
 def recovery(injected: list[Injected], records: list[dict[str, Any]]) -> dict[str, float]:
-    """For each fault type, the longest time from a fault's end to the next message taken."""
+    """For each fault type, the longest time from a fault's end to the next message taken.
+
+    Where other faults were in place between the two (a receiver down while the database
+    restarts, say), the time counts from the last of them to end: what is measured is how
+    long tidings takes to deliver again once nothing is broken any more.
+    """
     taken = sorted(r["t"] for r in records if r["answer"] in TAKEN)
     worst: dict[str, float] = {}
     for item in injected:
-        at = bisect.bisect_right(taken, item.ended)
-        if at < len(taken):
-            gap = taken[at] - item.ended
-            worst[item.name] = max(worst.get(item.name, 0.0), gap)
+        start = item.ended
+        while True:
+            at = bisect.bisect_right(taken, start)
+            if at >= len(taken):
+                break
+            later = max(
+                (f.ended for f in injected if f.started < taken[at] and f.ended > start),
+                default=None,
+            )
+            if later is None:
+                worst[item.name] = max(worst.get(item.name, 0.0), taken[at] - start)
+                break
+            start = later
     return worst

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.chaos import disk
 from tests.chaos.cluster import Cluster
 from tests.chaos.faults import FAULTS
 from tests.chaos.procs import faketime_lib
@@ -25,6 +26,7 @@ GROUPS = {
         "rx_drip",
         "rx_huge",
         "rx_redirect",
+        "rx_tls",
         "rx_down",
     ),
     "database": (
@@ -36,6 +38,7 @@ GROUPS = {
     ),
     "network": ("net_drop", "net_blackhole", "net_delay", "net_half_close"),
     "serve": ("serve_kill9",),
+    "disk": ("disk_full",),
     "clock": ("clock_skew",),
 }
 #: The targets: back to delivering within the lease + 5 s after a restart, 10 s after a heal.
@@ -72,6 +75,11 @@ async def test_nothing_is_lost_under_each_fault_alone(
         if IN_CI:
             pytest.fail(f"the skewed-clock fault needs it under CI=true: {reason}", pytrace=False)
         pytest.skip(f"skewed-clock chaos test SKIPPED: {reason}")
+    if group == "disk" and disk.available() is not None:
+        reason = disk.available()
+        if IN_CI:
+            pytest.fail(f"the full-disk fault needs a mount under CI=true: {reason}", pytrace=False)
+        pytest.skip(f"full-disk chaos test SKIPPED: {reason}")
     sequence = tuple(n for n in GROUPS[group] if backend in FAULTS[n].backends)
     plan = Plan(
         backend=backend,
@@ -87,6 +95,11 @@ async def test_nothing_is_lost_under_each_fault_alone(
     )
     result = await run(plan)
     _assert_accounted(result, sequence)
+    if group == "disk":  # the fault bit: SQLite refused writes, and the API said so clearly
+        detail = result.injected[0].detail
+        assert " 0 publish(es) refused" not in detail, detail
+        assert '503 {"error"' in detail, detail
+        assert "disk is full" in detail, detail
 
 
 def _assert_accounted(result: Result, sequence: tuple[str, ...]) -> None:
