@@ -142,7 +142,7 @@ def _e2e(rig: Rig, template: str, old_rows: int) -> Result:
     dirty pages to write, falls on each side alike); the ratio is the median of the paired
     ratios."""
     runs: list[dict[str, Any]] = []
-    for round_ in range(rig.rounds):
+    for round_ in range(rig.rounds + rig.rounds % 2):  # as many of each order
         if round_ % 2 == 0:
             off, _notes = _drain(rig, template, old_rows, 0)
             on, notes = _drain(rig, template, old_rows, RETENTION_DAYS)
