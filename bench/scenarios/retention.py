@@ -6,6 +6,8 @@
   with retention off on a copy of the same database. Target ≥ 0.90.
 - `retention/latency-p99-while-purging`: idle publish → receipt p99 while a worker purges, as a
   ratio to the same with retention off. Target ≤ 2.
+- `retention/idle-purge-rate`: old rows a worker with nothing to deliver purges a second (a
+  purge yields to deliveries, so this is the pace at which a backlog of expired rows goes).
 - `retention/steady-size-growth`: steady publishing with a retention of seconds; the tables'
   and indexes' size at the end over their size halfway (1.0: they stopped growing; without
   retention it would be about 2).
@@ -202,6 +204,32 @@ def _latency_result(rig: Rig, template: str) -> Result:
     )
 
 
+def _idle_rate(rig: Rig, template: str, seconds: float) -> Result:
+    """Rows a worker with nothing to deliver purges a second, over `seconds` of its purge."""
+    with _copy_of(rig, template) as (name, url):
+        before = _old_left(rig, name)
+        settings = {"poll_interval_s": POLL_INTERVAL_S, "lease_s": 120}
+        with workers(rig.tmp, url, 1, retention_days=RETENTION_DAYS, **settings) as started:
+            started[0].wait_started()
+            began = time.monotonic()
+            time.sleep(seconds)
+            left = _old_left(rig, name)
+            elapsed = time.monotonic() - began
+        purged = before - left
+    return Result(
+        "retention/idle-purge-rate",
+        round(purged / elapsed),
+        "old deliveries purged/s, nothing to deliver",
+        "postgresql",
+        notes={
+            "purged": purged,
+            "seconds": round(elapsed, 1),
+            "with": "each delivery's attempt row and event",
+            "million_in_min": round(1_000_000 / (purged / elapsed) / 60, 1) if purged else None,
+        },
+    )
+
+
 def _sizes(rig: Rig, name: str) -> int:
     """Bytes of the tables that retention bounds, their indexes and TOAST included."""
     with rig.pg.connect(name) as conn:
@@ -287,6 +315,9 @@ def run(rig: Rig) -> list[Result]:
     measures = {
         "retention/e2e-while-purging": lambda template: _e2e(rig, template, old_rows),
         "retention/latency-p99-while-purging": lambda template: _latency_result(rig, template),
+        "retention/idle-purge-rate": lambda template: _idle_rate(
+            rig, template, seconds=5 if quick else 30
+        ),
         "retention/steady-size-growth": lambda _template: _steady(
             rig,
             seconds=20 if quick else 240,
