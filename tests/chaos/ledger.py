@@ -12,6 +12,7 @@ import json
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -105,7 +106,8 @@ def load(
             events = {
                 e["id"]: e
                 for e in rows(
-                    "SELECT id, kind, severity, labels, tenant, idempotency_key FROM events"
+                    "SELECT id, kind, severity, labels, tenant, idempotency_key, created_at"
+                    " FROM events"
                 )
             }
             deliveries = rows("SELECT * FROM deliveries ORDER BY id")
@@ -122,6 +124,7 @@ def load(
     for event in events.values():
         if isinstance(event["labels"], str):
             event["labels"] = json.loads(event["labels"])
+        event["created"] = _epoch(event.pop("created_at"))
     records = []
     if record.exists():
         for line in record.read_text().splitlines():
@@ -140,6 +143,13 @@ def load(
         list(canaries),
         list(crashes),
     )
+
+
+def _epoch(value: datetime | str) -> float:
+    """A stored time as a Unix time (SQLite keeps naive UTC text)."""
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    return (value if value.tzinfo else value.replace(tzinfo=UTC)).timestamp()
 
 
 def check(snap: Snapshot) -> Report:

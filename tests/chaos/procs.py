@@ -58,7 +58,9 @@ class Proc:
             if self.process.poll() is not None:
                 raise RuntimeError(f"{self.name} exited at start:\n{self.output()}")
             time.sleep(0.05)
-        raise RuntimeError(f"{self.name} did not start:\n{self.output()}")
+        # Not left running: a late start would be a worker nobody stops or counts.
+        self.kill()
+        raise RuntimeError(f"{self.name} did not start within {timeout_s:.0f} s:\n{self.output()}")
 
     def _ready(self, log: Path) -> bool:
         if self.ready_url is None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import os
 import random
@@ -37,6 +38,24 @@ WORKER_SETTINGS: dict[str, object] = {
     "allowed_private_networks": "127.0.0.0/8",
 }
 PENDING_SQL = "SELECT count(*) FROM deliveries WHERE state IN ('pending', 'sending')"
+#: What is still unsettled when a settle gives up: per channel and state, with the channel's
+#: breaker and rate-limit state and when its next row is due (the database's clock).
+UNSETTLED_SQL = """
+SELECT c.name, d.state, count(*) AS n,
+       round(extract(epoch FROM min(d.next_attempt_at) - now())) AS next_due_in_s,
+       h.state AS breaker, h.backoff_s, round(extract(epoch FROM h.until - now())) AS until_s,
+       round(extract(epoch FROM b.paused_until - now())) AS paused_for_s,
+       round(b.tokens::numeric, 1) AS tokens, round(extract(epoch FROM now() - b.updated_at))
+         AS bucket_age_s
+FROM deliveries d JOIN channels c ON c.id = d.channel_id
+LEFT JOIN channel_health h ON h.channel_id = c.id
+LEFT JOIN rate_buckets b ON b.channel_id = c.id
+WHERE d.state IN ('pending', 'sending')
+GROUP BY c.name, d.state, h.state, h.backoff_s, h.until, b.paused_until, b.tokens, b.updated_at
+ORDER BY c.name, d.state
+"""
+#: A supervisor's pause before starting a process again, first and longest (seconds).
+RESTART_PAUSE_S = (0.5, 5.0)
 
 
 @dataclass
@@ -173,10 +192,12 @@ class Rig:
         await self.supervise(proc)
         return proc
 
-    async def supervise(self, proc: procs.Proc, give_up_s: float = 120.0) -> None:
+    async def supervise(self, proc: procs.Proc, give_up_s: float = 600.0) -> None:
         """Start `proc` as a supervisor (systemd's Restart=always) would: a process that
-        exits at start (its database unreachable mid-fault, say) is started again."""
+        exits at start (its database unreachable mid-fault, say) is started again, after a
+        pause that grows to RESTART_PAUSE_S[1]."""
         deadline = time.monotonic() + give_up_s
+        pause = RESTART_PAUSE_S[0]
         while True:
             try:
                 await asyncio.to_thread(proc.start)
@@ -185,7 +206,8 @@ class Rig:
                 self.start_failures += 1
                 if time.monotonic() > deadline:
                     raise
-                await asyncio.sleep(1.0)
+                await asyncio.sleep(pause)
+                pause = min(2 * pause, RESTART_PAUSE_S[1])
 
     async def replace_worker(self, proc: procs.Proc) -> None:
         """A dead worker's place is taken by a fresh process (a new id, so attempt rows tell
@@ -254,17 +276,42 @@ class Rig:
             row = conn.execute(sql).fetchone()
             return int(row[0]) if row else 0
 
-    async def settle(self, timeout_s: float) -> float:
-        """Wait until no delivery is pending or sending; returns how long it took."""
+    async def settle(self, stall_s: float, longest_s: float = 1800.0) -> float:
+        """Wait until no delivery is pending or sending, for as long as their number keeps
+        falling (a rate-limited backlog drains at its rate) but not past `longest_s`, nor
+        `stall_s` without progress; returns how long it took. Giving up leaves a note of what
+        was still unsettled, and why."""
         started = time.monotonic()
-        while time.monotonic() - started < timeout_s:
+        least: int | None = None
+        progressed = started
+        while time.monotonic() - started < longest_s:
             try:
-                if await self.unsettled() == 0:
-                    return time.monotonic() - started
+                left = await self.unsettled()
             except Exception as error:  # the database may be coming back
                 self.notes.append(f"settle: {error}")
+                left = None
+            if left == 0:
+                return time.monotonic() - started
+            if left is not None and (least is None or left < least):
+                least, progressed = left, time.monotonic()
+            if time.monotonic() - progressed > stall_s:
+                break
             await asyncio.sleep(0.5)
+        with contextlib.suppress(Exception):
+            self.notes.append(f"settle gave up: {least} unsettled: {await self.why_unsettled()}")
         return time.monotonic() - started
+
+    async def why_unsettled(self) -> list[dict[str, object]]:
+        if self.backend == "sqlite":
+            return []  # the ledger's I1 lists them; SQLite has no now() for the rest
+        return await asyncio.to_thread(self._rows, UNSETTLED_SQL)
+
+    def _rows(self, sql: str) -> list[dict[str, object]]:
+        import psycopg
+        from psycopg.rows import dict_row
+
+        with psycopg.connect(self.db_url, connect_timeout=5, row_factory=dict_row) as conn:
+            return [dict(r) for r in conn.execute(sql).fetchall()]
 
     def integrity(self) -> str:
         path = self.db_url.removeprefix("sqlite:///")

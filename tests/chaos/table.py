@@ -11,7 +11,7 @@ def render(summary: dict[str, Any]) -> str:
         f"chaos run: backend {summary['backend']}, seed {summary['seed']}, "
         f"{summary['seconds']} s (settled {summary['settle_s']} s after the last fault)",
         "",
-        "| fault | injected | longest recovery: no fault left → next delivery |",
+        "| fault | injected | longest from its end until an event published after it arrives |",
         "|---|---:|---:|",
     ]
     for name, count in sorted(summary["faults"].items()):
