@@ -30,6 +30,7 @@ from tidings.dispatch.gate import ClaimGate
 from tidings.dispatch.jobs import CLAIMS_AHEAD, JobContext
 from tidings.dispatch.memory import EventMemory
 from tidings.dispatch.realtime import run_realtime
+from tidings.dispatch.repeats import RepeatedFailures
 from tidings.dispatch.retention import Purger
 from tidings.dispatch.slots import SendSlots
 from tidings.dispatch.wakeup import Wakeup
@@ -43,6 +44,8 @@ log = logging.getLogger("tidings.dispatch")
 LEASE_TIMEOUT_FACTOR = 4
 #: How long a channel rests after its job failed, at most (a poll interval may be long).
 FAILED_JOB_REST_S = 1.0
+#: How often a channel's job failing again the same way is logged once more.
+SAME_FAILURE_EVERY_S = 60.0
 #: Channel jobs one dispatcher runs at once. Due channels beyond it wait their turn in the
 #: order a look found them; a channel a wake-up names starts at once, whatever runs. Jobs
 #: under a cap end together (their sends share the slots in turn) and the waiting ones then
@@ -117,6 +120,8 @@ class Dispatcher:
         #: Set when a job ends, so the loop looks again (one event however many jobs run).
         self._job_ended = asyncio.Event()
         self._resting: dict[int, float] = {}  # channel id -> monotonic time to look again
+        # A run of the same job failure is said once a minute, not once a poll.
+        self._failures = RepeatedFailures(SAME_FAILURE_EVERY_S, clock.monotonic)
         # Realtime channels seen due (a claim reloads the channel, so staleness is harmless).
         self._realtime: dict[int, Channel] = {}
         # The last answer's due channels, by id: the store answers an unchanged one from here
@@ -278,10 +283,15 @@ class Dispatcher:
             # (S2); the traceback, scrubbed too, at debug.
             secrets = self._secrets_of(channel)
             cause = " ".join(scrub_text(scrub(f"{type(error).__name__}: {error}"), secrets).split())
-            log.error("channel %r job failed: %.300s", channel.name, cause)
+            held_back = self._failures.failed(channel.id, cause)
+            if held_back is not None:
+                more = f" (and {held_back} more times since it was last said)" if held_back else ""
+                log.error("channel %r job failed: %.300s%s", channel.name, cause, more)
             if log.isEnabledFor(logging.DEBUG):
                 lines = "".join(traceback.format_exception(error))
                 log.debug("channel %r job failed\n%s", channel.name, scrub_text(lines, secrets))
+        elif failures := self._failures.succeeded(channel.id):
+            log.info("channel %r: jobs run again after %d failed", channel.name, failures)
         if error is not None or not (again or rerun or task.result()):
             # Due rows but nothing leased: no rate budget, a digest not yet due, or rows held
             # by another worker. Let the channel rest instead of asking again at once.
