@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import select, text
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import create_async_engine
 
 import tidings
 from tests.conftest import count
 from tests.store.helpers import channel, claim, publish
 from tidings.core.states import SkipReason, State
+from tidings.store.publishing import insert_rows
+from tidings.store.schema import deliveries
 from tidings.store.url import parse
 
 
@@ -252,3 +257,127 @@ async def test_e3_a_batch_keeps_integers_beyond_64_bits_exactly(hub: tidings.Hub
     for i, result in enumerate(results):
         stored = await hub.get_event(result.event.id)
         assert stored.event.data == {"n": 2**70 + i}
+
+
+async def test_e3_a_batch_stores_every_kind_of_value_as_given(hub: tidings.Hub) -> None:
+    """Every column a batch writes, read back field by field: on PostgreSQL the keyed and
+    unkeyed events and their deliveries are each enough rows for the insert from arrays (one
+    per column), whose answers are matched to their rows by the ids' order alone."""
+    everyone = await channel(hub, "everyone")
+    acme = await channel(hub, "acme", tenant="acme")
+    off = await channel(hub, "off", enabled=False)
+    stored = await hub.publish(kind="a.b", subject="stored", idempotency_key="key-15")
+    items = [_every_kind_of_value(i) for i in range(20)]
+
+    results = await hub.publish_many(items)
+
+    assert [r.created for r in results] == [i != 15 for i in range(20)]
+    assert results[15].event == stored.event
+    new = [r for r in results if r.created]
+    assert len({r.event.created_at for r in new}) == 1  # one stamp for the whole batch
+    for item, result in zip(items, results, strict=True):
+        again = await hub.get_event(result.event.id)
+        assert again.event == result.event
+        assert sorted(result.deliveries, key=lambda d: d.id) == again.deliveries
+        if not result.created:
+            continue
+        event = again.event
+        assert event.kind == item["kind"]
+        assert event.subject == item["subject"]
+        assert event.severity.value == item["severity"]
+        assert (event.title, event.body, event.url) == (item["title"], item["body"], item["url"])
+        assert event.labels == item["labels"]
+        assert event.data == item["data"]
+        assert (event.tenant, event.idempotency_key) == (item["tenant"], item["idempotency_key"])
+        assert event.traceparent == item["traceparent"]
+        assert event.created_at == new[0].event.created_at
+        wanted = {everyone.id: State.PENDING, off.id: State.SKIPPED}
+        if item["tenant"] == "acme":
+            wanted[acme.id] = State.PENDING
+        assert {d.channel_id: d.state for d in again.deliveries} == wanted
+        for delivery in again.deliveries:
+            assert delivery.event_id == event.id
+            assert delivery.next_attempt_at == delivery.created_at == event.created_at
+            assert (delivery.attempts, delivery.batch_id, delivery.sent_at) == (0, None, None)
+            assert delivery.skip_reason == (
+                SkipReason.CHANNEL_DISABLED if delivery.channel_id == off.id else None
+            )
+    message_ids = [d.message_id for r in new for d in r.deliveries]
+    assert len(set(message_ids)) == len(message_ids)
+    assert await count(hub, "events") == 20
+    # The stored event's two, two for each new event, and acme's for its six new events.
+    assert await count(hub, "deliveries") == 2 + 2 * 19 + 6
+
+
+def _every_kind_of_value(i: int) -> dict[str, Any]:
+    """Event `i` of a batch: unicode, quotes and nested JSON; None in every nullable column of
+    every other event; keys from the 10th on."""
+    return {
+        "kind": f"kind.{i % 3}",
+        "subject": f"sujet-{i} ✓ 日本 \"quoted\" 'single' back\\slash",
+        "severity": ["info", "low", "medium", "high", "critical"][i % 5],
+        "title": f"título {i} 🎉",
+        "body": "" if i == 4 else f"line one\nline two\ttabbed {{not json}} [{i}]",
+        "url": None if i % 2 else f"https://example.test/e/{i}?q=ä&x=1",
+        "labels": {} if i == 7 else {"env": "prod", "ключ": f"значение {i}", "empty": ""},
+        "data": {}
+        if i == 3
+        else {
+            "i": i,
+            "negative": -i - 0.5,
+            "big": 2**63 - 1,
+            "text": 'ünïcödé \u2028 "json" \\ 🎉',
+            "nested": {"list": [1, "two", None, True, False, 2.5, {"deep": [[]]}], "none": None},
+        },
+        "tenant": "acme" if i % 3 == 0 else None,
+        "idempotency_key": f"key-{i}" if i >= 10 else None,
+        "traceparent": None if i % 2 else f"00-{i:032x}-{i + 1:016x}-01",
+    }
+
+
+async def test_e1_a_batch_on_postgresql_binds_times_as_instants_and_refuses_long_text(
+    pg_url: str,
+) -> None:
+    """The array insert's own checks: an aware time in any zone is stored as its instant and
+    a NULL stays NULL (UTCDateTime's binding, item by item); a text too long for its column
+    is refused as a single row's would be, not cut by a cast to the column's type."""
+    async with tidings.Hub(pg_url) as hub:
+        event_ids = [r.event.id for r in await publish(hub, 10)]  # no channel: no deliveries
+        first, second = await channel(hub, "first"), await channel(hub, "second")
+        due = datetime(2030, 1, 2, 8, 30, 0, 123456, tzinfo=timezone(timedelta(hours=5)))
+        rows = [_delivery_row(e, first.id, due, i) for i, e in enumerate(event_ids)]
+        async with hub.store.engine.begin() as conn:
+            ids = await conn.run_sync(lambda c: insert_rows(c, deliveries, rows, [deliveries.c.id]))
+            by_id = select(deliveries).where(deliveries.c.id.in_([i for (i,) in ids]))
+            stored = (await conn.execute(by_id.order_by(deliveries.c.id))).mappings().all()
+        assert [r["message_id"] for r in stored] == [r["message_id"] for r in rows]
+        for row, got in zip(rows, stored, strict=True):
+            assert got["next_attempt_at"] == due
+            assert got["next_attempt_at"].tzinfo is UTC
+            assert got["sent_at"] == row["sent_at"]
+            assert (got["batch_id"], got["attempts"], got["last_error"]) == (
+                row["batch_id"],
+                row["attempts"],
+                row["last_error"],
+            )
+
+        long_one = [_delivery_row(e, second.id, due, i) for i, e in enumerate(event_ids)]
+        long_one[-1]["message_id"] = "m" * 1000
+        with pytest.raises(DBAPIError, match="too long"):
+            async with hub.store.engine.begin() as conn:
+                await conn.run_sync(lambda c: insert_rows(c, deliveries, long_one, []))
+
+
+def _delivery_row(event_id: int, channel_id: int, due: datetime, i: int) -> dict[str, Any]:
+    return {
+        "message_id": f"msg-{channel_id}-{i}",
+        "event_id": event_id,
+        "channel_id": channel_id,
+        "state": "pending",
+        "attempts": i,
+        "next_attempt_at": due,
+        "created_at": due,
+        "sent_at": None if i % 2 else due,
+        "batch_id": None if i % 3 else 1,
+        "last_error": None if i % 2 else f"erreur {i} ✗",
+    }

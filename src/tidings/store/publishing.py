@@ -7,7 +7,7 @@ from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, RowMapping, Table, select
+from sqlalchemy import ColumnElement, RowMapping, Table, literal, select
 from sqlalchemy.engine import Connection
 
 from tidings.core import filters, message_id
@@ -16,7 +16,7 @@ from tidings.core.states import TRANSITIONS, SkipReason, State
 from tidings.store import rows
 from tidings.store.clock import TxClock
 from tidings.store.dialects import dialect_for
-from tidings.store.schema import channels, deliveries, events
+from tidings.store.schema import UTCDateTime, channels, deliveries, events
 
 RETURNED = [events.c.id, events.c.created_at]
 
@@ -139,11 +139,30 @@ def _fan_out(
     initial = {c.id: _initial_state(c) for c in all_channels}
     keys = new_message_ids(len(pairs))
     values = [_new_delivery(e, c, initial[c.id], k) for (e, c), k in zip(pairs, keys, strict=True)]
-    ids = insert_rows(conn, deliveries, values, [deliveries.c.id])
+    rest, shared = _shared_times(values)
+    ids = insert_rows(conn, deliveries, rest, [deliveries.c.id], constants=shared)
     for (event, channel), (delivery_id,), key in zip(pairs, ids, keys, strict=True):
         delivery = _delivery(delivery_id, event, channel, initial[channel.id], key)
         by_event.setdefault(event.id, []).append(delivery)
     return by_event
+
+
+def _shared_times(
+    values: list[dict[str, object]],
+) -> tuple[list[dict[str, object]], dict[str, ColumnElement[Any]]]:
+    """The rows without the times they all share (their events were stored in this
+    transaction, at one time) and those times as constants: two columns fewer to send for
+    every row of a large batch."""
+    times = {(v["created_at"], v["next_attempt_at"]) for v in values}
+    if len(times) != 1:
+        return values, {}
+    ((created_at, due_at),) = times
+    shared = ("created_at", "next_attempt_at")
+    rest = [{k: v for k, v in row.items() if k not in shared} for row in values]
+    return rest, {
+        "created_at": literal(created_at, UTCDateTime),
+        "next_attempt_at": literal(due_at, UTCDateTime),
+    }
 
 
 def new_message_ids(count: int) -> list[str]:
