@@ -183,8 +183,8 @@ deliveries = Table(
     # F1: the failed delivery this one escalates (None: published, or resent).
     Column("fallback_of", Id, ForeignKey("deliveries.id", ondelete="SET NULL")),
     # The id receivers see (N1, migration 0009): random per delivery, so two databases (or
-    # one restored from a backup) never send the same id; kept across retries. Last column:
-    # PostgreSQL's bulk insert reads rows typed by the table in this order.
+    # one restored from a backup) never send the same id; kept across retries. Last column,
+    # where the migration added it: the columns here are in the database's order.
     Column("message_id", String(MAX_MESSAGE_ID_CHARS), nullable=False),
     UniqueConstraint("event_id", "channel_id"),
     # The claim's access path: due rows of one channel, only among the live ones, in the
