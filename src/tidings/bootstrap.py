@@ -7,6 +7,9 @@ registry; the entry points above it import this, never the reverse.
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -23,6 +26,14 @@ from tidings.hub import Hub
 from tidings.metrics import Metrics
 from tidings.remote import RemoteWorker
 from tidings.service import Service
+
+log = logging.getLogger("tidings")
+#: The pauses between two tries at an unreachable database at start: first, longest.
+FIRST_PAUSE_S = 0.5
+LONGEST_PAUSE_S = 10.0
+#: SQLSTATEs a database gives while it cannot take us yet: class 08 (connection exception),
+#: too_many_connections, admin_shutdown, crash_shutdown, cannot_connect_now.
+TRANSIENT_SQLSTATES = ("08", "53300", "57P01", "57P02", "57P03")
 
 
 @dataclass
@@ -77,16 +88,17 @@ def default_registry() -> Registry:
 
 
 @asynccontextmanager
-async def runtime(settings: Settings, *, migrate: bool = False) -> AsyncIterator[Runtime]:
+async def runtime(
+    settings: Settings, *, migrate: bool = False, wait: bool = False
+) -> AsyncIterator[Runtime]:
     """A runtime over the database `settings` name. Only `migrate` (serve, worker, db upgrade)
     changes its schema; otherwise a database not at this tidings' schema is refused, untouched.
-    A database that cannot be used is named in the error (password masked) with the cause."""
+    With `wait` (serve, worker), a database that cannot be reached yet is tried again for up
+    to `settings.db_wait_s`. A database that cannot be used is named in the error (password
+    masked) with the cause."""
     hub = Hub(settings.db, registry=default_registry(), lease_s=settings.lease_s)
     try:
-        if migrate:
-            await hub.migrate()
-        else:
-            await hub.store.check_schema()
+        await _open(hub, migrate, settings.db_wait_s if wait else 0.0)
         service = Service(
             hub,
             allowed_networks=parse_networks(settings.allowed_private_networks),
@@ -100,6 +112,53 @@ async def runtime(settings: Settings, *, migrate: bool = False) -> AsyncIterator
         raise StoreError(f"database {hub.store.shown_url}: {error.cause}") from error
     finally:
         await hub.close()
+
+
+async def _open(hub: Hub, migrate: bool, wait_s: float) -> None:
+    """Migrate or check the schema, trying again while the database cannot be reached (a
+    supervisor starting a service before its database, a restart, a connection limit)."""
+    deadline = time.monotonic() + wait_s
+    pause = FIRST_PAUSE_S
+    while True:
+        try:
+            if migrate:
+                await hub.migrate()
+            else:
+                await hub.store.check_schema()
+            return
+        except StoreError as error:
+            left = deadline - time.monotonic()
+            if left <= 0 or not unreachable(error):
+                raise
+            log.warning(
+                "database %s cannot be reached: %s; trying again in %.1f s (for %.0f s more)",
+                hub.store.shown_url,
+                error.cause or error,
+                min(pause, left),
+                left,
+            )
+            await asyncio.sleep(min(pause, left))
+            pause = min(2 * pause, LONGEST_PAUSE_S)
+
+
+def unreachable(error: BaseException) -> bool:
+    """Whether `error` says the database cannot be reached for now (refused, reset, timed
+    out, starting up or shutting down, out of connection slots), as opposed to refusing us
+    (role, password, database name, permissions, schema), which waiting does not mend."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, SchemaError):
+            return False
+        if isinstance(current, OSError | TimeoutError):
+            return True
+        state = getattr(current, "sqlstate", None)
+        if isinstance(state, str):
+            return state.startswith(TRANSIENT_SQLSTATES)
+        orig = getattr(current, "orig", None)
+        current = orig if isinstance(orig, BaseException) else current.__cause__
+    return False
 
 
 async def upgrade(settings: Settings) -> str:

@@ -28,6 +28,9 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=1, le=65535)
     lease_s: float = Field(120.0, gt=0)
+    #: `serve` and `worker`: how long to wait at start for a database that cannot be reached
+    #: yet (refused, starting up, out of connection slots); 0: give up at once.
+    db_wait_s: float = Field(300.0, ge=0, le=86400.0)
     poll_interval_s: float = Field(1.0, gt=0, le=3600)
     worker_id: str = Field(default_factory=default_worker_id, min_length=1, max_length=200)
     allowed_private_networks: str = ""

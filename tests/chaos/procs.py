@@ -20,6 +20,10 @@ FAKETIME_LIBS = (
 )
 
 
+#: The longest a `worker` or `serve` may take to start: they wait for their database.
+DISPATCHER_START_S = 120.0
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -41,10 +45,13 @@ class Proc:
     ready_text: str
     #: Polled instead of the log when set (an HTTP server without a line to wait for).
     ready_url: str | None = None
+    #: How long a start may take (a dispatcher waits for a database that cannot be reached).
+    start_timeout_s: float = 30.0
     process: subprocess.Popen[bytes] | None = None
     logs: list[Path] = field(default_factory=list)
 
-    def start(self, timeout_s: float = 30.0) -> None:
+    def start(self) -> None:
+        timeout_s = self.start_timeout_s
         log = self.workdir / f"{self.name}.{len(self.logs)}.log"
         self.logs.append(log)
         with log.open("wb") as out:
@@ -130,7 +137,8 @@ def worker(
             raise RuntimeError("libfaketime is not installed (apt-get install faketime)")
         env.update(LD_PRELOAD=lib, FAKETIME=f"{skew_s:+.0f}", FAKETIME_DONT_FAKE_MONOTONIC="1")
     argv = [sys.executable, "-m", "tidings", "worker", "--id", worker_id]
-    return Proc(worker_id, argv, env, workdir, f"dispatcher {worker_id} started on")
+    ready = f"dispatcher {worker_id} started on"
+    return Proc(worker_id, argv, env, workdir, ready, start_timeout_s=DISPATCHER_START_S)
 
 
 def serve(
@@ -146,7 +154,7 @@ def serve(
     env = _env(extra_env, db=db_url, port=port, worker_id=name, **settings)
     argv = [sys.executable, "-m", "tidings", "serve", "--dispatch" if dispatch else "--no-dispatch"]
     url = f"http://127.0.0.1:{port}/healthz"
-    return Proc(name, argv, env, workdir, "", ready_url=url)
+    return Proc(name, argv, env, workdir, "", ready_url=url, start_timeout_s=DISPATCHER_START_S)
 
 
 def receiver(

@@ -71,7 +71,7 @@ def listening(host: str, port: int) -> Iterator[socket.socket]:
 
 
 async def _serve(settings: Settings, sock: socket.socket, dispatch: bool = True) -> None:
-    async with runtime(settings, migrate=True) as rt:
+    async with runtime(settings, migrate=True, wait=True) as rt:
         await rt.service.check_lease()
         token = await rt.service.bootstrap()
         if token is not None:

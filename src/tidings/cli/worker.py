@@ -117,7 +117,7 @@ def run_dispatcher(settings: Settings) -> None:
     verbose()
 
     async def run() -> None:
-        async with runtime(settings, migrate=True) as rt:
+        async with runtime(settings, migrate=True, wait=True) as rt:
             dispatcher = rt.dispatcher()
             heap.settle()
             loop = asyncio.get_running_loop()
