@@ -45,6 +45,13 @@ def main(argv: list[str] | None = None) -> int:
         help="the pause between two faults of one lane (seconds)",
     )
     parser.add_argument("--fault", action="append", choices=sorted(FAULTS), default=[])
+    parser.add_argument(
+        "--alone",
+        type=int,
+        default=0,
+        metavar="N",
+        help="instead of a mix: each fault alone, in turn, N rounds (recovery without overlap)",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS / "latest.json")
     parser.add_argument(
         "--keep", action="store_true", help="keep a failed run's files (database, logs, record)"
@@ -64,12 +71,15 @@ def main(argv: list[str] | None = None) -> int:
         workdir = tempfile.mkdtemp(prefix=f"tidings-chaos-{backend}-")
         result: Result | None = None
         try:
+            names = tuple(f for f in args.fault if backend in FAULTS[f].backends)
+            every = names or tuple(n for n in sorted(FAULTS) if backend in FAULTS[n].backends)
             plan = Plan(
                 backend=backend,
                 seed=seed,
                 events=args.events,
                 workdir=Path(workdir),
-                faults=tuple(f for f in args.fault if backend in FAULTS[f].backends),
+                faults=names,
+                sequence=every * args.alone,
                 minutes=args.minutes,
                 events_per_s=args.events_per_s,
                 lanes=args.lanes,
