@@ -138,31 +138,25 @@ def _fan_out(
         return by_event
     initial = {c.id: _initial_state(c) for c in all_channels}
     keys = new_message_ids(len(pairs))
-    values = [_new_delivery(e, c, initial[c.id], k) for (e, c), k in zip(pairs, keys, strict=True)]
-    rest, shared = _shared_times(values)
-    ids = insert_rows(conn, deliveries, rest, [deliveries.c.id], constants=shared)
+    # Events stored in this transaction share one time, and so do their deliveries: it goes
+    # once, as a constant, rather than twice in every row of a large batch.
+    times = {e.created_at for e in new_events}
+    shared = len(times) == 1
+    values = [
+        _new_delivery(e, c, initial[c.id], k, with_times=not shared)
+        for (e, c), k in zip(pairs, keys, strict=True)
+    ]
+    constants = _shared_times(next(iter(times))) if shared else {}
+    ids = insert_rows(conn, deliveries, values, [deliveries.c.id], constants=constants)
     for (event, channel), (delivery_id,), key in zip(pairs, ids, keys, strict=True):
         delivery = _delivery(delivery_id, event, channel, initial[channel.id], key)
         by_event.setdefault(event.id, []).append(delivery)
     return by_event
 
 
-def _shared_times(
-    values: list[dict[str, object]],
-) -> tuple[list[dict[str, object]], dict[str, ColumnElement[Any]]]:
-    """The rows without the times they all share (their events were stored in this
-    transaction, at one time) and those times as constants: two columns fewer to send for
-    every row of a large batch."""
-    times = {(v["created_at"], v["next_attempt_at"]) for v in values}
-    if len(times) != 1:
-        return values, {}
-    ((created_at, due_at),) = times
-    shared = ("created_at", "next_attempt_at")
-    rest = [{k: v for k, v in row.items() if k not in shared} for row in values]
-    return rest, {
-        "created_at": literal(created_at, UTCDateTime),
-        "next_attempt_at": literal(due_at, UTCDateTime),
-    }
+def _shared_times(at: datetime) -> dict[str, ColumnElement[Any]]:
+    stamp = literal(at, UTCDateTime)
+    return {"created_at": stamp, "next_attempt_at": stamp}
 
 
 def new_message_ids(count: int) -> list[str]:
@@ -183,19 +177,24 @@ def _matches(channel: Channel, event: Event) -> bool:
 
 
 def _new_delivery(
-    event: Event, channel: Channel, initial: tuple[State, SkipReason | None], key: str
+    event: Event,
+    channel: Channel,
+    initial: tuple[State, SkipReason | None],
+    key: str,
+    with_times: bool = True,
 ) -> dict[str, object]:
     state, skip = initial
-    return {
+    row: dict[str, object] = {
         "message_id": key,
         "event_id": event.id,
         "channel_id": channel.id,
         "state": state.value,
         "attempts": 0,
-        "next_attempt_at": event.created_at,
         "skip_reason": None if skip is None else skip.value,
-        "created_at": event.created_at,
     }
+    if with_times:
+        row["next_attempt_at"] = row["created_at"] = event.created_at
+    return row
 
 
 def _delivery(
