@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any, ClassVar
 
 from sqlalchemy import (
+    BindParameter,
     ColumnElement,
     Executable,
     Select,
@@ -105,10 +106,16 @@ class Dialect:
         constants: Mapping[str, ColumnElement[Any]],
         skip_conflicts_on: str | None,
     ) -> list[tuple[Any, ...]]:
-        """Rows inserted by one multi-row VALUES list (see `tidings.store.bulk`)."""
+        """Rows inserted by one multi-row VALUES list (see `tidings.store.bulk`). Constants that
+        are plain values go into every row (a bound value set on the statement would be
+        bound once for a statement that repeats it per row); SQL expressions stay in it."""
         listed: Any = self.insert(table)
-        if constants:
-            listed = listed.values(dict(constants))
+        plain = {k: v.value for k, v in constants.items() if isinstance(v, BindParameter)}
+        if plain:
+            values = [{**row, **plain} for row in values]
+        expressions = {k: v for k, v in constants.items() if k not in plain}
+        if expressions:
+            listed = listed.values(expressions)
         if skip_conflicts_on is not None:
             listed = listed.on_conflict_do_nothing(index_elements=[skip_conflicts_on])
         if not returning:
