@@ -61,6 +61,20 @@ def database() -> Iterator[tuple[Server, str]]:
         server.drop_database(name)
 
 
+@pytest.fixture
+def refusing(database: tuple[Server, str]) -> Iterator[tuple[Proxy, str]]:
+    """A proxy in front of the database that refuses every connection until healed (as
+    while the database restarts), and the URL through it."""
+    server, name = database
+    proxy = Proxy(server.port)
+    proxy.start()
+    try:
+        proxy.set("drop")
+        yield proxy, f"postgresql://{server.user}@127.0.0.1:{proxy.port}/{name}"
+    finally:
+        proxy.stop()
+
+
 def _env(url: str, wait_s: float) -> dict[str, str]:
     return {
         **os.environ,
@@ -71,52 +85,38 @@ def _env(url: str, wait_s: float) -> dict[str, str]:
 
 
 def test_a_worker_waits_for_its_database_and_starts_when_it_answers(
-    database: tuple[Server, str],
+    refusing: tuple[Proxy, str],
 ) -> None:
-    server, name = database
-    proxy = Proxy(server.port)
-    proxy.start()
+    proxy, url = refusing
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "tidings", "worker", "--id", "patient"],
+        env=_env(url, 120),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    output = Output(worker)
     try:
-        proxy.set("drop")  # every connection refused, as while the database restarts
-        url = f"postgresql://{server.user}@127.0.0.1:{proxy.port}/{name}"
-        worker = subprocess.Popen(
-            [sys.executable, "-m", "tidings", "worker", "--id", "patient"],
-            env=_env(url, 120),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        output = Output(worker)
-        try:
-            said = output.wait_for("cannot be reached")
-            assert f"127.0.0.1:{proxy.port}/{name}" in said
-            assert "trying again in" in said
-            assert worker.poll() is None  # still waiting, not gone
-            proxy.heal()
-            output.wait_for("dispatcher patient started on")
-            worker.terminate()
-            assert worker.wait(30) == 0
-        finally:
-            worker.kill()
-            worker.wait()
-            output.close()
+        said = output.wait_for("cannot be reached")
+        assert url.rsplit("@", 1)[1] in said
+        assert "trying again in" in said
+        assert worker.poll() is None  # still waiting, not gone
+        proxy.heal()
+        output.wait_for("dispatcher patient started on")
+        worker.terminate()
+        assert worker.wait(30) == 0
     finally:
-        proxy.stop()
+        worker.kill()
+        worker.wait()
+        output.close()
     assert "Traceback" not in "".join(output.seen)
 
 
 def test_without_a_wait_an_unreachable_database_ends_the_worker_at_once(
-    database: tuple[Server, str],
+    refusing: tuple[Proxy, str],
 ) -> None:
-    server, name = database
-    proxy = Proxy(server.port)
-    proxy.start()
-    try:
-        proxy.set("drop")
-        url = f"postgresql://{server.user}@127.0.0.1:{proxy.port}/{name}"
-        done = tidings_cli("worker", env=_env(url, 0))
-    finally:
-        proxy.stop()
+    _proxy, url = refusing
+    done = tidings_cli("worker", env=_env(url, 0))
     assert one_line_error(done).startswith(f"tidings: database {url}: ")
 
 
