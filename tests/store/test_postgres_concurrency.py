@@ -6,10 +6,15 @@ import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
+from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 import tidings
+from tests.dispatch.helpers import eventually
 from tests.store.helpers import LEASE_S
+from tidings.core.breaker import BreakerState, Policy
+from tidings.store import health
+from tidings.store.clock import TxClock
 
 ROWS = 10_000
 CLAIMERS = 4
@@ -67,3 +72,45 @@ async def test_a_read_runs_without_a_transaction_of_its_own(pg_hub: tidings.Hub)
 
     assert await pg_hub.store._run(read, read_only=True)
     assert not await pg_hub.store._run(read)  # a write keeps its transaction
+
+
+async def test_h1_failures_recorded_at_once_on_a_healthy_channel_all_count(
+    pg_hub: tidings.Hub,
+) -> None:
+    # A healthy channel has no health row to lock. Two recordings that both read "no row"
+    # each wrote their own count over the other's, so the breaker missed an opening (or a
+    # late one closed a breaker that had opened meanwhile, and it announced a second one).
+    hook = await pg_hub.channels.create(name="hook", kind="inbox")
+    ops = await pg_hub.channels.create(name="ops", kind="inbox", filter={"kinds": ["tidings.*"]})
+    policy = Policy(failures=2)
+    store = pg_hub.store
+    url = store.url.render_as_string(hide_password=False).replace("+asyncpg", "")
+    async with tidings.Hub(url) as other:
+        async with store.engine.connect() as conn, conn.begin():
+
+            def first(sync: Connection) -> health.Change:
+                store.sealer.put_on(sync)
+                clock = TxClock(sync, None, store._clock)
+                return health.record(sync, clock, hook.id, False, 1, "HTTP 503", policy)
+
+            assert not (await conn.run_sync(first)).opened
+            second = asyncio.create_task(
+                other.store.record_health(hook.id, False, 1, "HTTP 503", policy)
+            )
+            await eventually(lambda: _waits_on_a_lock(pg_hub), what="the second one waiting")
+        change = await second  # it goes on once the first has committed
+
+    assert change.opened
+    breaker = (await store.breakers())[hook.id]
+    assert (breaker.state, breaker.consecutive_failures) == (BreakerState.OPEN, 2)
+    page = await pg_hub.deliveries(tidings.DeliveryQuery(channel_id=ops.id))
+    assert [v.event_kind for v in page.items] == ["tidings.channel.breaker_opened"]
+
+
+async def _waits_on_a_lock(hub: tidings.Hub) -> bool:
+    query = text(
+        "SELECT count(*) FROM pg_stat_activity"
+        " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+    )
+    async with hub.store.engine.connect() as conn:
+        return bool((await conn.execute(query)).scalar_one())

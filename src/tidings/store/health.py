@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import literal, select, update
 from sqlalchemy.engine import Connection
 
 from tidings.core import breaker
@@ -20,7 +20,7 @@ from tidings.core.text import LAST_ERROR_MAX_BYTES, storable
 from tidings.store import channel_ops, operational
 from tidings.store.clock import TxClock
 from tidings.store.dialects import dialect_for
-from tidings.store.schema import channel_health
+from tidings.store.schema import channel_health, channels
 
 h = channel_health
 
@@ -88,7 +88,7 @@ def record(
 ) -> Change:
     """A claim's outcomes: a delivery closes the breaker; retryable failures count toward
     opening it, and failing long enough disables the channel."""
-    before = load(conn, channel_id, lock=True)
+    before = _locked(conn, channel_id)
     now = clock.now()
     if delivered:
         after = breaker.after_success(before)
@@ -97,8 +97,10 @@ def record(
     else:
         return Change()
     if after == before:
+        if after == breaker.HEALTHY:
+            reset(conn, channel_id)  # the row `_locked` placed
         return Change()
-    _save(conn, channel_id, after, exists=before != breaker.HEALTHY)
+    _save(conn, channel_id, after)
     channel = channel_ops.load_channel(conn, channel_id)
     if channel is None:
         return Change()
@@ -111,7 +113,28 @@ def record(
     return change
 
 
-def _save(conn: Connection, channel_id: int, health: Health, *, exists: bool) -> None:
+def _locked(conn: Connection, channel_id: int) -> Health:
+    """The channel's health, its row locked until commit.
+
+    A healthy channel has no row, and a row that is not there cannot be locked: two
+    recordings that both read "no row" would each write their own count over the other's,
+    and a late one could close a breaker that had opened meanwhile (and its next failures
+    announce a second opening). So a row is placed first (healthy, seen by nobody before
+    commit, where `_save` replaces or removes it); a concurrent recording waits on it and
+    then reads what this one wrote."""
+    healthy = select(
+        channels.c.id,
+        literal(BreakerState.CLOSED.value),
+        literal(0),
+        literal(0.0),
+    ).where(channels.c.id == channel_id)  # a channel deleted meanwhile gets none
+    placeholder = dialect_for(conn).insert_ignoring_conflict(h, "channel_id")
+    columns = ["channel_id", "state", "consecutive_failures", "backoff_s"]
+    conn.execute(placeholder.from_select(columns, healthy))
+    return load(conn, channel_id, lock=True)
+
+
+def _save(conn: Connection, channel_id: int, health: Health) -> None:
     """A healthy channel has no row."""
     if health == breaker.HEALTHY:
         reset(conn, channel_id)
@@ -124,11 +147,7 @@ def _save(conn: Connection, channel_id: int, health: Health, *, exists: bool) ->
         "backoff_s": health.backoff_s,
         "last_error": storable(health.last_error, LAST_ERROR_MAX_BYTES),
     }
-    if exists:
-        conn.execute(update(h).where(h.c.channel_id == channel_id).values(values))
-        return
-    insert: Any = dialect_for(conn).insert(h).values(channel_id=channel_id, **values)
-    conn.execute(insert.on_conflict_do_update(index_elements=["channel_id"], set_=values))
+    conn.execute(update(h).where(h.c.channel_id == channel_id).values(values))
 
 
 def _announce(
