@@ -20,13 +20,13 @@ async def _attempts(hub: tidings.Hub, finished: list[tuple[datetime, str]]) -> N
     rows = [
         {
             "delivery_id": published.deliveries[0].id,
-            "worker_id": "w",
+            "worker_id": f"w{i}",  # one attempt per worker and moment
             "status": status,
             "duration_ms": 1,
             "started_at": at,
             "finished_at": at,
         }
-        for at, status in finished
+        for i, (at, status) in enumerate(finished)
     ]
     async with hub.store.engine.begin() as conn:
         await conn.execute(insert(attempts), rows)

@@ -77,6 +77,30 @@ def test_n1_rows_stored_before_message_ids_each_get_a_random_one(empty_database:
         engine.dispose()
 
 
+def test_o7_attempt_rows_stored_twice_before_0017_keep_the_first(empty_database: str) -> None:
+    attempt = (
+        "INSERT INTO attempts (delivery_id, worker_id, status, duration_ms, started_at,"
+        " finished_at) VALUES (1, 'w', 'delivered', {ms}, '{at}', '{at}')"
+    )
+    later = "2026-01-01 00:00:01"
+    engine = create_engine(empty_database)
+    try:
+        with engine.begin() as conn:
+            migrate.upgrade(conn, "0006")
+            for statement in OLD_ROWS:
+                conn.execute(text(statement))
+            migrate.upgrade(conn, "0014_history_scale")
+            for ms, at in ((5, NOW), (6, NOW), (7, later)):  # the second is the first again
+                conn.execute(text(attempt.format(ms=ms, at=at)))
+        with engine.begin() as conn:
+            migrate.upgrade(conn)
+        with engine.connect() as conn:
+            kept = conn.execute(text("SELECT duration_ms FROM attempts ORDER BY id")).all()
+        assert [ms for (ms,) in kept] == [5, 7]
+    finally:
+        engine.dispose()
+
+
 def test_every_foreign_key_has_an_index_that_leads_with_it() -> None:
     """A delete follows each foreign key (CASCADE or SET NULL) to the rows that name the
     deleted one: without an index leading with the column, every deleted row scans the table

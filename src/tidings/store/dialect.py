@@ -30,7 +30,7 @@ from sqlalchemy.sql.dml import Insert, Update
 from tidings.core import ratelimit
 from tidings.core.model import Channel
 from tidings.store.notify import OnWork, PostgresListener
-from tidings.store.schema import deliveries, events
+from tidings.store.schema import ATTEMPT_ONCE, deliveries, events
 
 #: Columns a lease answers besides the row: its state and owner before the lease.
 PRIOR_STATE = "prior_state"
@@ -126,8 +126,10 @@ class Dialect:
     def insert_attempts(
         self, conn: Connection, table: Table, rows: Sequence[dict[str, Any]]
     ) -> None:
-        """Attempt rows (O7), the write after nearly every send."""
-        conn.execute(table.insert(), list(rows))
+        """Attempt rows (O7), the write after nearly every send; one already stored (an
+        outcome written again) is left as it is."""
+        insert: Any = self.insert(table)
+        conn.execute(insert.on_conflict_do_nothing(index_elements=ATTEMPT_ONCE), list(rows))
 
     def update_with_attempts(
         self,

@@ -25,7 +25,6 @@ from sqlalchemy import (
     bindparam,
     cast,
     func,
-    insert,
     literal,
     literal_column,
     select,
@@ -48,7 +47,7 @@ from tidings.store.dialect import (
     in_insert_order,
 )
 from tidings.store.notify import NOTIFY_CHANNEL, OnWork, PostgresListener, encode_hint
-from tidings.store.schema import UTCDateTime, channels, deliveries, rate_buckets
+from tidings.store.schema import ATTEMPT_ONCE, UTCDateTime, channels, deliveries, rate_buckets
 
 ORDINALITY = "n_"
 ROWS_PARAM = "rows_json"
@@ -113,7 +112,7 @@ class PostgresDialect(Dialect):
     def insert_attempts(
         self, conn: Connection, table: Table, rows: Sequence[dict[str, Any]]
     ) -> None:
-        """Attempt rows as one JSON text, leaving out any already stored (`_new_attempts`)."""
+        """Attempt rows as one JSON text, leaving out any already stored (`_attempts_insert`)."""
         if not rows:
             return
         names = tuple(c.name for c in table.c if c.name != "id")
@@ -322,23 +321,12 @@ def _logged(update: Update, attempts: Table) -> Select[Any]:
 
 @functools.cache
 def _attempts_insert(attempts: Table, names: tuple[str, ...]) -> Insert:
-    return insert(attempts).from_select(list(names), _new_attempts(attempts, names))
-
-
-def _new_attempts(attempts: Table, names: tuple[str, ...]) -> Select[Any]:
-    """The given attempt rows, but those already stored (same delivery, worker, start and
-    status). An outcome is written again when its first write's answer was lost with the
-    connection; if that write had committed, the second must not audit the send twice."""
+    """The given attempt rows, but those already stored (`schema.ATTEMPT_ONCE`). An outcome
+    is written again when its first write's answer was lost with the connection, and the
+    first may still be committing: only the unique index sees that one (a check of what is
+    stored would read the statement's snapshot, from before it committed)."""
     source = recordset_source(attempts)
-    stored = attempts.alias("stored")
-    already = (
-        select(literal(1))
-        .where(
-            stored.c.delivery_id == source.c.delivery_id,
-            stored.c.started_at == source.c.started_at,
-            stored.c.worker_id == source.c.worker_id,
-            stored.c.status == source.c.status,
-        )
-        .exists()
-    )
-    return select(*(source.c[n] for n in names)).where(~already).order_by(source.c[ORDINALITY])
+    rows = select(*(source.c[n] for n in names)).order_by(source.c[ORDINALITY])
+    stmt: Any = postgresql.insert(attempts).from_select(list(names), rows)
+    result: Insert = stmt.on_conflict_do_nothing(index_elements=ATTEMPT_ONCE)
+    return result

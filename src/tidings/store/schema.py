@@ -261,6 +261,11 @@ def is_live() -> ColumnElement[bool]:
     return deliveries.c.state.in_([literal_column(f"'{s}'") for s in LIVE_STATES])
 
 
+#: The columns that tell one attempt from another (one worker starts one send of a
+#: delivery at a time), and their unique index.
+ATTEMPT_ONCE = ("delivery_id", "started_at", "worker_id")
+ATTEMPT_ONCE_NAME = "ix_attempts_once"
+
 attempts = Table(
     "attempts",
     metadata,
@@ -274,7 +279,9 @@ attempts = Table(
     Column("provider_response", Text),
     Column("started_at", UTCDateTime, nullable=False),
     Column("finished_at", UTCDateTime, nullable=False),
-    Index(None, "delivery_id"),
+    # One row per attempt, even when its outcome is written twice: a write whose answer was
+    # lost with its connection is sent again, and may run while the first still commits.
+    Index(ATTEMPT_ONCE_NAME, *ATTEMPT_ONCE, unique=True),
     # The dashboard's hourly chart (BRIN on PostgreSQL: attempts are written in time order).
     Index(None, "finished_at", postgresql_using="brin"),
 )
