@@ -9,7 +9,7 @@ import contextlib
 import random
 import signal
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
 from tests.chaos import disk, procs, tls
@@ -42,40 +42,49 @@ class Injected:
     detail: str
 
 
-async def _pick_worker(rig: Rig, rng: random.Random) -> procs.Proc:
-    """One of the regular workers (a skewed one belongs to its own fault while it lasts)."""
+@contextlib.asynccontextmanager
+async def _one_worker(rig: Rig, rng: random.Random) -> AsyncIterator[procs.Proc]:
+    """One of the regular workers that no other fault holds (a skewed one belongs to its own
+    fault while it lasts), held by this fault until it ends: faults on two workers may
+    overlap, never two on one."""
     regular = [w for w in rig.workers if not w.name.startswith(SKEWED)]
-    live = [w for w in regular if w.alive]
-    return rng.choice(live or regular)
+    free = [w for w in regular if w.name not in rig.faulted]
+    live = [w for w in free if w.alive]
+    worker = rng.choice(live or free or regular)
+    rig.faulted.add(worker.name)
+    try:
+        yield worker
+    finally:
+        rig.faulted.discard(worker.name)
 
 
 async def worker_kill9(rig: Rig, rng: random.Random) -> str:
-    worker = await _pick_worker(rig, rng)
-    await asyncio.sleep(rng.uniform(0, 0.5))
-    worker.kill()
-    await rig.replace_worker(worker)
-    return worker.name
+    async with _one_worker(rig, rng) as worker:
+        await asyncio.sleep(rng.uniform(0, 0.5))
+        worker.kill()
+        await rig.replace_worker(worker)
+        return worker.name
 
 
 async def worker_stop(rig: Rig, rng: random.Random) -> str:
     """SIGSTOP past the lease, then SIGCONT: its late writes must be fenced."""
-    worker = await _pick_worker(rig, rng)
-    worker.signal(signal.SIGSTOP)
-    await asyncio.sleep(LEASE_S + rng.uniform(0.5, 2.0))
-    worker.signal(signal.SIGCONT)
-    return worker.name
+    async with _one_worker(rig, rng) as worker:
+        worker.signal(signal.SIGSTOP)
+        await asyncio.sleep(LEASE_S + rng.uniform(0.5, 2.0))
+        worker.signal(signal.SIGCONT)
+        return worker.name
 
 
 async def worker_term(rig: Rig, rng: random.Random) -> str:
     """SIGTERM mid-burst: exit 0 within 30 s, unsent leases handed back."""
-    worker = await _pick_worker(rig, rng)
-    worker.signal(signal.SIGTERM)
-    code = await asyncio.to_thread(worker.wait, 30)
-    if code != 0:
-        rig.notes.append(f"W3: {worker.name} answered SIGTERM with exit {code}")
-        worker.kill()
-    await rig.replace_worker(worker)
-    return f"{worker.name} exit {code}"
+    async with _one_worker(rig, rng) as worker:
+        worker.signal(signal.SIGTERM)
+        code = await asyncio.to_thread(worker.wait, 30)
+        if code != 0:
+            rig.notes.append(f"W3: {worker.name} answered SIGTERM with exit {code}")
+            worker.kill()
+        await rig.replace_worker(worker)
+        return f"{worker.name} exit {code}"
 
 
 async def pg_restart_fast(rig: Rig, rng: random.Random) -> str:

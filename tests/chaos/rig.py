@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import http.client
 import json
 import os
 import random
@@ -82,6 +83,8 @@ class Rig:
     extra_env: dict[str, str] = field(default_factory=dict)
     record: Path = field(init=False)
     workers: list[procs.Proc] = field(default_factory=list)
+    #: Workers a fault holds right now (by name), so another picks a different one.
+    faulted: set[str] = field(default_factory=set)
     retired: list[procs.Proc] = field(default_factory=list)
     serve: procs.Proc | None = None
     serve_port: int = 0
@@ -326,22 +329,29 @@ class Rig:
         """What the API shows of the deliveries and channels (I6 reads them for secrets)."""
         if self.serve is None or not self.serve.alive:
             return []
-        token = self.read_token
-        answers = []
-        for path in (
+        paths = [
             "/v1/channels",
             "/v1/deliveries?page_size=200&state=failed",
             "/v1/deliveries?page_size=200",
-        ):
-            answers.append(await asyncio.to_thread(_get, self.serve_port, path, token))
-        doc = json.loads(answers[-1])
+        ]
+        answers = [await self._api_get(path) for path in paths]
+        doc = json.loads(answers[-1] or "{}")
         for item in doc.get("items", [])[:20]:
-            answers.append(
-                await asyncio.to_thread(
-                    _get, self.serve_port, f"/v1/deliveries/{item['id']}", token
-                )
-            )
-        return answers
+            answers.append(await self._api_get(f"/v1/deliveries/{item['id']}"))
+        return [a for a in answers if a is not None]
+
+    async def _api_get(self, path: str, tries: int = 3) -> str | None:
+        """The answer's body; a cut answer or a refused connection is asked again, and after
+        `tries` it is noted (the run's report says which answer I6 could not read)."""
+        for attempt in range(1, tries + 1):
+            try:
+                return await asyncio.to_thread(_get, self.serve_port, path, self.read_token)
+            except (OSError, http.client.HTTPException) as error:
+                if attempt == tries:
+                    self.notes.append(f"GET {path} unread after {tries} tries: {error!r}")
+                    return None
+                await asyncio.sleep(attempt)
+        return None
 
 
 def _get(port: int, path: str, token: str) -> str:

@@ -98,12 +98,14 @@ async def run(plan: Plan) -> Result:
         if plan.sequence:
             await _in_turn(rig, plan, rng, injected)
         else:
-            locks = {f.resource: asyncio.Lock() for f in FAULTS.values()}
+            slots = {
+                f.resource: asyncio.Semaphore(_capacity(f.resource, plan)) for f in FAULTS.values()
+            }
             begun: Counter[str] = Counter()
             lanes = [
                 asyncio.create_task(
                     _lane(
-                        rig, plan, names, random.Random(rng.random()), locks, stop, injected, begun
+                        rig, plan, names, random.Random(rng.random()), slots, stop, injected, begun
                     )
                 )
                 for _ in range(plan.lanes)
@@ -207,30 +209,36 @@ async def _lane(
     plan: Plan,
     names: list[str],
     rng: random.Random,
-    locks: dict[str, asyncio.Lock],
+    slots: dict[str, asyncio.Semaphore],
     stop: asyncio.Event,
     injected: list[Injected],
     begun: Counter[str],
 ) -> None:
-    """Faults one after another, at random among those whose resource is free and that were
-    injected least so far (every type comes up about as often), each holding its resource
+    """Faults one after another, at random among those whose resource has room and that were
+    injected least so far (every type comes up about as often), each holding its place
     while it lasts."""
     while not stop.is_set():
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), rng.uniform(*plan.fault_gap_s))
         if stop.is_set():
             return
-        free = [n for n in names if not locks[FAULTS[n].resource].locked()]
+        free = [n for n in names if not slots[FAULTS[n].resource].locked()]
         if not free:
             continue
         fewest = min(begun[n] for n in free)
         fault = FAULTS[rng.choice([n for n in free if begun[n] == fewest])]
         begun[fault.name] += 1
-        async with locks[fault.resource]:
+        async with slots[fault.resource]:
             try:
                 injected.append(await fault_tools.inject(rig, fault, rng))
             except Exception as error:  # a tool that fails is reported, the run goes on
                 rig.notes.append(f"fault {fault.name} could not be injected: {error!r}")
+
+
+def _capacity(resource: str, plan: Plan) -> int:
+    """How many faults a resource takes at once: one per worker (each picks a worker no
+    other fault holds), one for everything else (the database, the network, ...)."""
+    return plan.workers if resource == "workers" else 1
 
 
 def recovery(
