@@ -19,6 +19,8 @@ from tests.chaos.procs import free_port
 
 #: Small on purpose: "connection limit exhausted" must be reachable quickly.
 MAX_CONNECTIONS = 40
+#: The role tidings connects as (its databases' owner, not a superuser).
+APP_ROLE = "tidings"
 #: The application_name of a worker's LISTEN connection.
 LISTEN_APP = "tidings-wakeups"
 #: The application_name of the connections that hold the slots while the limit is exhausted.
@@ -47,8 +49,8 @@ class Cluster:
             self._prefix = ["runuser", "-u", "postgres", "--"]
         self._held: list[psycopg.Connection] = []
 
-    def url(self, database: str = "postgres") -> str:
-        return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
+    def url(self, database: str = "postgres", user: str = "postgres") -> str:
+        return f"postgresql://{user}@127.0.0.1:{self.port}/{database}"
 
     def _ctl(self, *args: str, timeout_s: float = 60) -> None:
         subprocess.run(
@@ -91,11 +93,19 @@ class Cluster:
                 time.sleep(0.1)
         raise RuntimeError(f"throwaway PostgreSQL on {self.port} did not come up")
 
-    def create_database(self, name: str) -> str:
+    def create_database(self, name: str, owner: str = APP_ROLE) -> str:
+        """A fresh database owned by `owner`, a role that is not a superuser (as tidings runs
+        in production): the slots PostgreSQL keeps for superusers stay free for the suite's
+        own tools however many connections the dispatchers hold. Its URL, as that role."""
         with psycopg.connect(self.url(), autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-            conn.execute(f'CREATE DATABASE "{name}"')
-        return self.url(name)
+            if (
+                conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", [owner]).fetchone()
+                is None
+            ):
+                conn.execute(f'CREATE ROLE "{owner}" LOGIN')
+            conn.execute(f'CREATE DATABASE "{name}" OWNER "{owner}"')
+        return self.url(name, owner)
 
     def restart(self, mode: str) -> None:
         """`pg_ctl restart -m fast|immediate`: every connection drops, the server comes back."""

@@ -176,7 +176,9 @@ class Rig:
         _migrate(self.db_url)
         self.proxy = Proxy(self.cluster.port)
         self.proxy.start()
-        self.worker_db_url = f"postgresql://postgres@127.0.0.1:{self.proxy.port}/{self.database}"
+        self.worker_db_url = self.db_url.replace(
+            f"127.0.0.1:{self.cluster.port}/", f"127.0.0.1:{self.proxy.port}/"
+        )
 
     def _token(self, *scopes: str) -> str:
         argv = [sys.executable, "-m", "tidings", "token", "create", "--name", "chaos"]
