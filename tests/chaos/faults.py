@@ -22,6 +22,8 @@ BOTH = ("postgresql", "sqlite")
 PG = ("postgresql",)
 SQLITE = ("sqlite",)
 SKEWED = "skewed"
+#: The longest a worker fault waits for a worker that no other fault holds (nor is starting).
+WORKER_WAIT_S = 120.0
 #: The longest a disk stays full waiting for a write to be refused.
 DISK_FULL_LONGEST_S = 30.0
 
@@ -44,13 +46,19 @@ class Injected:
 
 @contextlib.asynccontextmanager
 async def _one_worker(rig: Rig, rng: random.Random) -> AsyncIterator[procs.Proc]:
-    """One of the regular workers that no other fault holds (a skewed one belongs to its own
-    fault while it lasts), held by this fault until it ends: faults on two workers may
-    overlap, never two on one."""
-    regular = [w for w in rig.workers if not w.name.startswith(SKEWED)]
-    free = [w for w in regular if w.name not in rig.faulted]
-    live = [w for w in free if w.alive]
-    worker = rng.choice(live or free or regular)
+    """One of the regular workers that no other fault holds and that is not starting (a
+    skewed one belongs to its own fault while it lasts), held by this fault until it ends:
+    faults on two workers may overlap, never two on one."""
+    deadline = time.monotonic() + WORKER_WAIT_S
+    while True:
+        regular = [w for w in rig.workers if not w.name.startswith(SKEWED)]
+        free = [w for w in regular if w.name not in rig.faulted and w.alive]
+        if free:
+            break
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"no worker free for {WORKER_WAIT_S:g} s")
+        await asyncio.sleep(0.2)
+    worker = rng.choice(free)
     rig.faulted.add(worker.name)
     try:
         yield worker

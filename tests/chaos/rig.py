@@ -194,7 +194,13 @@ class Rig:
             self.workdir, self.worker_db_url, name, skew_s, self.extra_env, **WORKER_SETTINGS
         )
         self.workers.append(proc)
-        await self.supervise(proc)
+        # Held while it starts: a fault that took it now would leave this supervision
+        # restarting a process nobody counts or stops.
+        self.faulted.add(name)
+        try:
+            await self.supervise(proc)
+        finally:
+            self.faulted.discard(name)
         return proc
 
     async def supervise(self, proc: procs.Proc, give_up_s: float = 600.0) -> None:
@@ -203,7 +209,7 @@ class Rig:
         pause that grows to RESTART_PAUSE_S[1]."""
         deadline = time.monotonic() + give_up_s
         pause = RESTART_PAUSE_S[0]
-        while True:
+        while proc not in self.retired:
             try:
                 await asyncio.to_thread(proc.start)
                 return
@@ -225,7 +231,8 @@ class Rig:
 
     async def stop_processes(self) -> None:
         """Stop the dispatchers, the API and the receiver; the database stays up."""
-        for proc in [*self.workers, *([self.serve] if self.serve else [])]:
+        every = [*self.workers, *self.retired, *([self.serve] if self.serve else [])]
+        for proc in every:  # a retired one is dead already, unless something went wrong
             await asyncio.to_thread(proc.stop)
         if self.receiver is not None:
             await asyncio.to_thread(self.receiver.stop)
