@@ -41,8 +41,10 @@ class Worker:
 @contextmanager
 def workers(tmp_path: Path, db_url: str, *ids: str, **settings: object) -> Iterator[list[Worker]]:
     """Start one worker process per id; stop (SIGTERM, then SIGKILL) any still alive after."""
-    started = [spawn(tmp_path, db_url, worker_id, **settings) for worker_id in ids]
+    started: list[Worker] = []
     try:
+        for worker_id in ids:  # inside: a worker that fails to start stops those before it
+            started.append(spawn(tmp_path, db_url, worker_id, **settings))
         yield started
     finally:
         for worker in started:
@@ -70,11 +72,16 @@ def spawn(tmp_path: Path, db_url: str, worker_id: str, **settings: object) -> Wo
             env=env,
         )
     worker = Worker(process, log)
-    _wait_started(worker, worker_id)
+    try:
+        _wait_started(worker, worker_id)
+    except BaseException:
+        worker.stop()  # not left running into the tests that follow
+        raise
     return worker
 
 
-def _wait_started(worker: Worker, worker_id: str, timeout_s: float = 20.0) -> None:
+def _wait_started(worker: Worker, worker_id: str, timeout_s: float = 60.0) -> None:
+    """Until it says it started: a few seconds, longer on a machine that is busy."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if f"dispatcher {worker_id} started on" in worker.output():
