@@ -145,7 +145,9 @@ def build_sqlite(path: Path, deliveries: int) -> datetime:
         )
         conn.execute(
             "INSERT INTO attempts (delivery_id, worker_id, status, error, duration_ms,"
-            " started_at, finished_at) SELECT d.id, 'bench', CASE WHEN k = 0 THEN 'retryable'"
+            # A worker per attempt: the two share their start, and one worker starts one
+            # send of a delivery at a time (`ix_attempts_once`).
+            " started_at, finished_at) SELECT d.id, 'bench' || k, CASE WHEN k = 0 THEN 'retryable'"
             " WHEN d.state = 'sent' THEN 'delivered' ELSE 'permanent' END, CASE WHEN k = 0"
             " THEN 'HTTP 503' WHEN d.state = 'failed' THEN 'HTTP 410' END, 200, d.created_at,"
             " d.created_at FROM deliveries AS d, (SELECT 0 AS k UNION ALL SELECT 1)"
