@@ -10,6 +10,7 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import create_engine, inspect, text
+from sqlalchemy.engine import Connection
 
 from tests.conftest import postgres
 from tidings.store import migrate
@@ -59,13 +60,18 @@ OLD_ROWS = [
 ]
 
 
+def _store_old_rows(conn: Connection) -> None:
+    """The schema at revision 0006, holding `OLD_ROWS`."""
+    migrate.upgrade(conn, "0006")
+    for statement in OLD_ROWS:
+        conn.execute(text(statement))
+
+
 def test_n1_rows_stored_before_message_ids_each_get_a_random_one(empty_database: str) -> None:
     engine = create_engine(empty_database)
     try:
         with engine.begin() as conn:
-            migrate.upgrade(conn, "0006")
-            for statement in OLD_ROWS:
-                conn.execute(text(statement))
+            _store_old_rows(conn)
         with engine.begin() as conn:
             migrate.upgrade(conn)
         with engine.connect() as conn:
@@ -86,9 +92,7 @@ def test_o7_attempt_rows_stored_twice_before_0017_keep_the_first(empty_database:
     engine = create_engine(empty_database)
     try:
         with engine.begin() as conn:
-            migrate.upgrade(conn, "0006")
-            for statement in OLD_ROWS:
-                conn.execute(text(statement))
+            _store_old_rows(conn)
             migrate.upgrade(conn, "0014_history_scale")
             for ms, at in ((5, NOW), (6, NOW), (7, later)):  # the second is the first again
                 conn.execute(text(attempt.format(ms=ms, at=at)))
