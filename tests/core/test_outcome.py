@@ -67,6 +67,7 @@ def test_reason_is_the_closed_set() -> None:
         "rate_limited",
         "vendor_error",
         "unexpected",
+        "interrupted",
     }
 
 

@@ -10,7 +10,8 @@ from sqlalchemy import text
 import tidings
 from tests.dispatch.helpers import running, settled, webhook
 from tests.sink import Answer, Sink
-from tidings.core.states import State
+from tidings.core.states import AttemptStatus, State
+from tidings.dispatch import sending
 
 LIMIT = 8192
 
@@ -183,3 +184,22 @@ async def test_an_entry_that_joined_a_failing_digest_late_keeps_its_own_attempts
     assert sizes == [2, 1]
     assert (old.state, old.failure, old.attempts) == (State.FAILED, "exhausted", 2)
     assert (young.state, young.attempts) == (State.SENT, 2)
+
+
+async def test_w3_a_digest_part_cut_by_the_grace_period_is_an_audited_attempt(
+    hub: tidings.Hub, sink: Sink
+) -> None:
+    """A digest message that reached a receiver which never answers, when the grace period
+    ends: each of its entries keeps the attempt, with its audit row, and is retried."""
+    sink.default("/digest", Answer(200, hang=True))
+    await digest_webhook(hub, sink, digest_period_s=0.2)
+    await hub.publish_many([{"kind": "a.b", "subject": f"s{i}"} for i in range(4)])
+    async with running(hub, grace_s=0.3):
+        await sink.await_for(1, "/digest")
+    rows = [v.delivery for v in (await hub.deliveries()).items]
+    assert [(r.state, r.attempts) for r in rows] == [(State.PENDING, 1)] * 4
+    for row in rows:
+        log = (await hub.delivery(row.id)).attempts_log
+        assert [(a.status, a.error) for a in log] == [
+            (AttemptStatus.RETRYABLE, sending.INTERRUPTED_ERROR)
+        ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections import Counter
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
@@ -275,15 +276,53 @@ async def test_w2_in_process_publish_wakes_an_idle_dispatcher(hub: tidings.Hub, 
     assert len(got) == 1
 
 
-async def test_w3_stop_during_a_send_leaves_no_row_sending(hub: tidings.Hub, sink: Sink) -> None:
+async def test_w3_a_send_cut_by_the_grace_period_is_an_audited_attempt_not_unsent(
+    hub: tidings.Hub, sink: Sink
+) -> None:
+    # Three sends reach a receiver that never answers; two more rows wait for a send slot.
+    # The cut sends may have been taken: each keeps its attempt and gets its audit row (a
+    # second copy later is then explained). The rows that never left are given back unsent.
     sink.default("/hook", Answer(200, hang=True))
     await webhook(hub, sink.url("/hook"))
-    async with running(hub, grace_s=0.5):
-        await hub.publish_many([{"kind": "a.b", "subject": f"s{i}"} for i in range(3)])
+    async with running(hub, grace_s=0.5, concurrency=3):
+        await hub.publish_many([{"kind": "a.b", "subject": f"s{i}"} for i in range(5)])
         await sink.await_for(3, "/hook")
     page = await hub.deliveries()
-    assert {v.delivery.state for v in page.items} == {State.PENDING}
-    assert {v.delivery.attempts for v in page.items} == {0}  # given back, attempt revoked
+    assert {v.delivery.state for v in page.items} == {State.PENDING}  # none left sending
+    reached = {int(json.loads(r.body)["delivery_id"]) for r in sink.requests("/hook")}
+    assert len(reached) == 3
+    for view in page.items:
+        row = view.delivery
+        log = (await hub.delivery(row.id)).attempts_log
+        if row.id in reached:
+            assert row.attempts == 1
+            assert [(a.status, a.error) for a in log] == [
+                (AttemptStatus.RETRYABLE, sending.INTERRUPTED_ERROR)
+            ]
+            assert row.last_error == sending.INTERRUPTED_ERROR
+        else:
+            assert (row.attempts, log) == (0, [])  # given back, attempt revoked
+    # The worker's own shutdown says nothing about the receiver: no breaker count.
+    assert await hub.store.breakers() == {}
+
+
+async def test_w3_once_stopping_no_further_row_of_a_claim_is_sent(
+    hub: tidings.Hub, sink: Sink
+) -> None:
+    # One slot, a slow answer: the claim's rows go one after another. Stopped during the
+    # first send, the dispatcher lets it finish and starts no other, though the grace period
+    # would leave time for all of them.
+    sink.default("/hook", Answer(200, delay_s=0.3))
+    await webhook(hub, sink.url("/hook"))
+    async with running(hub, grace_s=20.0, concurrency=1) as dispatcher:
+        await hub.publish_many([{"kind": "a.b", "subject": f"s{i}"} for i in range(10)])
+        await sink.await_for(1, "/hook")
+        dispatcher.stop()
+    rows = (await hub.deliveries()).items
+    states = Counter(v.delivery.state for v in rows)
+    assert states == {State.SENT: sink.count("/hook"), State.PENDING: 10 - sink.count("/hook")}
+    assert sink.count("/hook") == 1
+    assert {v.delivery.attempts for v in rows if v.delivery.state is State.PENDING} == {0}
 
 
 async def test_eventually_helper_can_fail() -> None:

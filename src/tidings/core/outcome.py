@@ -28,6 +28,8 @@ class Reason(StrEnum):
     BLOCKED_ADDRESS = "blocked_address"
     RATE_LIMITED = "rate_limited"
     VENDOR_ERROR = "vendor_error"
+    #: W3: the worker stopped while the send waited for its answer (it may have arrived).
+    INTERRUPTED = "interrupted"
     UNEXPECTED = "unexpected"
 
 

@@ -5,6 +5,7 @@ each (D4, D5); what could not go now goes back to pending for the next claim.
 from __future__ import annotations
 
 import asyncio
+from datetime import datetime
 
 from tidings import tracing
 from tidings.channels.base import Adapter, Message
@@ -46,6 +47,7 @@ async def _send_digest(ctx: JobContext, claim: Claim, lease_ends: float) -> None
     events = [item.event for item in claim.items]
 
     results: list[SendResult] = []  # kept outside the task: a cancel must not forget a send
+    waiting: list[tuple[Message, datetime]] = []  # the part awaiting its answer, and its start
 
     async def all_parts() -> None:
         try:
@@ -57,13 +59,18 @@ async def _send_digest(ctx: JobContext, claim: Claim, lease_ends: float) -> None
             async with ctx.slots.slot(claim.channel.id):
                 # Checked again once the token is spent, right before the send: waiting for
                 # the slot or the bucket's lock may have taken the time the send needed.
-                if index > 0 and (
-                    ctx.clock.monotonic() > start_by
-                    or not await ctx.store.take_token(claim.channel.id)
-                    or ctx.clock.monotonic() > start_by
+                if ctx.stopping.is_set() or (
+                    index > 0
+                    and (
+                        ctx.clock.monotonic() > start_by
+                        or not await ctx.store.take_token(claim.channel.id)
+                        or ctx.clock.monotonic() > start_by
+                    )
                 ):
                     break  # the rest go back (D5), sent by the next claim
+                waiting.append((message, ctx.clock.now()))
                 result = await _send_part(ctx, adapter, claim, message)
+                waiting.clear()
             results.append(result)
             if not isinstance(result.outcome, Delivered | Partial):
                 break
@@ -74,6 +81,11 @@ async def _send_digest(ctx: JobContext, claim: Claim, lease_ends: float) -> None
     except asyncio.CancelledError:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+        # W3: a part still waiting for its answer may have arrived: an attempt, not unsent.
+        results.extend(
+            sending.interrupted(m.target.delivery_ids, m.target.batch_id, at, ctx.clock.now)
+            for m, at in waiting
+        )
         await asyncio.shield(write(ctx, claim, results, lease_ends))
         raise
     await write(ctx, claim, results, lease_ends)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from dataclasses import dataclass
+from datetime import datetime
 
 from tidings import tracing
 from tidings.channels.base import Adapter, Target
@@ -160,6 +161,9 @@ async def _send_claim(ctx: JobContext, claimed: Claimed) -> None:
     A few lanes each take the next row until none is left, rather than a task per row: a
     task per row to create, schedule and gather is a noticeable share of a send.
 
+    Once the dispatcher stops (W3) no further row starts; a send still waiting for its
+    answer when the grace period ends is recorded as interrupted, never given back unsent.
+
     A row still waiting for a slot when its lease could end before its send does (many
     slow receivers ahead of it) is not sent but given back, claimable again at once with
     its attempt revoked: sent that late it could go out twice, once by whoever leased it
@@ -170,6 +174,7 @@ async def _send_claim(ctx: JobContext, claimed: Claimed) -> None:
     start_by = last_start(adapter, claim.channel, lease_ends)
     rows = iter(claim.items)
     results: list[SendResult] = []  # kept outside the lanes: a cancel must not forget a send
+    waiting: dict[int, datetime] = {}  # delivery id -> start, of sends awaiting their answer
     started = 0
 
     async def lane() -> None:
@@ -177,10 +182,12 @@ async def _send_claim(ctx: JobContext, claimed: Claimed) -> None:
         for item in rows:
             async with ctx.slots.slot(claim.channel.id):
                 queued.one()
-                if started and ctx.clock.monotonic() > start_by:
+                if ctx.stopping.is_set() or (started and ctx.clock.monotonic() > start_by):
                     continue  # left out of the results: given back by _write
                 started += 1
+                waiting[item.delivery.id] = ctx.clock.now()
                 results.append(await _send_one(ctx, adapter, claim.channel, item))
+                del waiting[item.delivery.id]
 
     lanes = [asyncio.create_task(lane()) for _ in range(min(len(claim.items), ctx.lanes))]
     try:
@@ -190,6 +197,9 @@ async def _send_claim(ctx: JobContext, claimed: Claimed) -> None:
         for task in lanes:
             task.cancel()
         await asyncio.gather(*lanes, return_exceptions=True)
+        results.extend(
+            sending.interrupted((i,), None, at, ctx.clock.now) for i, at in waiting.items()
+        )
         await asyncio.shield(write(ctx, claim, results, lease_ends, claimed.express))
         raise
     await write(ctx, claim, results, lease_ends, claimed.express)

@@ -15,6 +15,7 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
+from typing import TypeGuard
 
 from tidings.channels.base import Adapter
 from tidings.core import retry
@@ -25,6 +26,7 @@ from tidings.core.outcome import (
     Outcome,
     Partial,
     RateLimited,
+    Reason,
     Reject,
     Retry,
     attempt_status,
@@ -150,7 +152,7 @@ def plan(
     if deferred:
         writes.append(_write("defer", deferred, store.defer, token))
     health = _health(store, channel.id, results, breaker or Policy())
-    if healthy and not any(isinstance(r.outcome, Retry) for r in results):
+    if healthy and not any(_failure(r.outcome) for r in results):
         health = None
     if health is not None:
         writes.append(health)
@@ -163,12 +165,18 @@ def _health(
     """Deliveries close the breaker; retryable failures count toward opening it. Permanent
     failures and provider rate limits keep their own rules."""
     delivered = any(isinstance(r.outcome, Delivered | Partial) for r in results)
-    failed = [r.outcome for r in results if isinstance(r.outcome, Retry)]
+    failed = [r.outcome for r in results if _failure(r.outcome)]
     if not delivered and not failed:
         return None
     error = failed[-1].error if failed else ""
     call = functools.partial(store.record_health, channel_id, delivered, len(failed), error, policy)
     return Write("health", 0, _ignoring_change(call))
+
+
+def _failure(outcome: Outcome) -> TypeGuard[Retry]:
+    """A retryable failure the receiver is answerable for: a send cut short by this
+    worker's own shutdown says nothing about the channel's health."""
+    return isinstance(outcome, Retry) and outcome.reason is not Reason.INTERRUPTED
 
 
 def _ignoring_change(call: Callable[[], Awaitable[object]]) -> Callable[[], Awaitable[int]]:

@@ -22,6 +22,10 @@ from tidings.render import remembering_entries
 
 #: Extra time past the channel's timeout before an adapter that ignores it is cut off.
 TIMEOUT_GRACE_S = 5.0
+#: The attempt row of a send cut short by a shutdown (W3).
+INTERRUPTED_ERROR = (
+    "the worker stopped before the answer came (shutdown); the receiver may have the message"
+)
 
 
 def render_single(adapter: Adapter, channel: Channel, target: Target, event: Event) -> Message:
@@ -107,6 +111,16 @@ def render_failed(
     now = clock()
     outcome = Reject(Reason.CLIENT_ERROR, f"cannot render the message: {error}")
     return SendResult(tuple(ids), outcome, now, now, batch_id)
+
+
+def interrupted(
+    ids: Sequence[int], batch_id: int | None, started: datetime, clock: Callable[[], datetime]
+) -> SendResult:
+    """A send still waiting for its answer when the grace period ended (W3). It may have
+    reached the receiver, so it is an attempt like one that timed out: audited, counted and
+    retried, never given back as if it had not been made."""
+    outcome = Retry(Reason.INTERRUPTED, INTERRUPTED_ERROR)
+    return SendResult(tuple(ids), outcome, started, clock(), batch_id)
 
 
 async def send(
