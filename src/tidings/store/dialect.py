@@ -76,6 +76,9 @@ class Dialect:
     cross_process_wakeups: ClassVar[bool] = False
     #: `update_with_attempts` sends one statement, which needs no BEGIN and COMMIT.
     outcome_in_one_statement: ClassVar[bool] = False
+    #: A publish's events, deliveries and wake-up are one statement, which needs no BEGIN and
+    #: COMMIT (`tidings.store.publish_statement`).
+    publish_in_one_statement: ClassVar[bool] = False
 
     # -- statements ---------------------------------------------------------------------
 

@@ -68,6 +68,7 @@ class PostgresDialect(Dialect):
     outcome_in_one_statement: ClassVar[bool] = True
     cross_process_wakeups: ClassVar[bool] = True
     express_claims: ClassVar[bool] = True
+    publish_in_one_statement: ClassVar[bool] = True
 
     def ids_in(self, column: ColumnElement[Any], ids: Iterable[int]) -> ColumnElement[bool]:
         """`column = ANY($1)`: one array parameter, so the statement text is the same for every

@@ -13,9 +13,10 @@ from sqlalchemy.engine import Connection
 from tidings.core import filters, message_id
 from tidings.core.model import Channel, Delivery, Event, EventInput, PublishResult
 from tidings.core.states import TRANSITIONS, SkipReason, State
-from tidings.store import rows
+from tidings.store import publish_statement, rows
 from tidings.store.clock import TxClock
 from tidings.store.dialects import dialect_for
+from tidings.store.notify import encode_hint
 from tidings.store.schema import UTCDateTime, channels, deliveries, events
 
 RETURNED = [events.c.id, events.c.created_at]
@@ -39,6 +40,8 @@ def publish_events(
     all_channels = [rows.channel(r) for r in conn.execute(select(channels)).mappings()]
     if among is not None:
         all_channels = [c for c in all_channels if c.id in among]
+    if dialect_for(conn).publish_in_one_statement:
+        return _publish_at_once(conn, clock, inputs, all_channels)
     stamp = {"created_at": clock.at()}
     unkeyed = [i for i, item in enumerate(inputs) if item.idempotency_key is None]
     found: dict[int, Event] = {}
@@ -65,6 +68,59 @@ def publish_events(
         else:  # E2: the key names one logical event; answer with the first
             results.append(_existing(conn, key))
     return results
+
+
+def _publish_at_once(
+    conn: Connection, clock: TxClock, inputs: Sequence[EventInput], all_channels: list[Channel]
+) -> list[PublishResult]:
+    """The events (each key's first), their deliveries and the wake-up in one statement
+    (`publish_statement`); fanned out before their ids are known, which matching needs not."""
+    new: list[int] = []  # the inputs that go in: each key's first, and every unkeyed one
+    keys_seen: set[str] = set()
+    for i, item in enumerate(inputs):
+        key = item.idempotency_key
+        if key is None or key not in keys_seen:
+            new.append(i)
+            if key is not None:
+                keys_seen.add(key)
+    initial = {c.id: _initial_state(c) for c in all_channels}
+    pairs = [(n, c) for n, i in enumerate(new) for c in all_channels if _matches(c, inputs[i])]
+    message_ids = new_message_ids(len(pairs))
+    planned = [
+        publish_statement.NewDelivery(
+            n, c.id, key, initial[c.id][0].value, _skip_value(initial[c.id][1])
+        )
+        for (n, c), key in zip(pairs, message_ids, strict=True)
+    ]
+    pending = {c.id for _, c in pairs if initial[c.id][0] is State.PENDING}
+    stored = publish_statement.publish(
+        conn,
+        [_values(inputs[i]) for i in new],
+        planned,
+        now=None if clock.unread else clock.now(),
+        notify=encode_hint(pending) if pending else None,
+    )
+    created: dict[int, Event] = {}
+    for i, event_id in zip(new, stored.event_ids, strict=True):
+        if event_id is not None and stored.created_at is not None:
+            created[i] = _event(event_id, inputs[i], stored.created_at)
+    by_event: dict[int, list[Delivery]] = {}
+    for (n, channel), key in zip(pairs, message_ids, strict=True):
+        event = created.get(new[n])
+        if event is not None:
+            delivery_id = stored.delivery_ids[(event.id, channel.id)]
+            delivery = _delivery(delivery_id, event, channel, initial[channel.id], key)
+            by_event.setdefault(event.id, []).append(delivery)
+    return [
+        PublishResult(created[i], by_event.get(created[i].id, []), created=True)
+        if i in created
+        else _existing(conn, item.idempotency_key or "")  # E2: the key's first event
+        for i, item in enumerate(inputs)
+    ]
+
+
+def _skip_value(reason: SkipReason | None) -> str | None:
+    return None if reason is None else reason.value
 
 
 def _insert_keyed(
@@ -165,7 +221,7 @@ def new_message_ids(count: int) -> list[str]:
     return message_id.many_from_random(os.urandom(count * message_id.RANDOM_BYTES))
 
 
-def _matches(channel: Channel, event: Event) -> bool:
+def _matches(channel: Channel, event: Event | EventInput) -> bool:
     return filters.matches(
         channel.filter,
         channel.tenant,

@@ -9,6 +9,7 @@ clock in tests (C4).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 
@@ -128,7 +129,10 @@ class Store(Operations, AdminWrites, Reads):
     async def publish(
         self, inputs: Sequence[EventInput], *, now: datetime | None = None
     ) -> list[PublishResult]:
-        results = await self._run(publishing.publish_events, list(inputs), now=now)
+        # One statement writes (PostgreSQL: `publish_statement`), so no BEGIN and COMMIT.
+        results = await self._run(
+            publishing.publish_events, list(inputs), now=now, one_statement=True
+        )
         self._new_work(_pending_channels(results))
         return results
 
@@ -139,7 +143,8 @@ class Store(Operations, AdminWrites, Reads):
         return await self._groups(item)
 
     async def _publish_group(self, inputs: list[EventInput]) -> list[PublishResult | Exception]:
-        answers = await group_commit.publish_group(self._run, inputs)
+        run = functools.partial(self._run, one_statement=True)
+        answers = await group_commit.publish_group(run, inputs)
         self._new_work(_pending_channels([a for a in answers if isinstance(a, PublishResult)]))
         return answers
 

@@ -1,0 +1,75 @@
+"""A publish in one statement (PostgreSQL: `tidings.store.publish_statement`): the same
+results as the portable path on both backends, and on PostgreSQL two statements in all —
+the channels read and one write — without BEGIN and COMMIT."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import event
+
+import tidings
+from tests.store.helpers import channel, publish
+from tidings.core.states import SkipReason, State
+
+
+async def test_e1_e2_a_batch_of_keyed_unkeyed_and_repeated_keys(hub: tidings.Hub) -> None:
+    ops = await channel(hub, "ops", filter={"kinds": ["a.*"]})
+    off = await channel(hub, "off")
+    await hub.channels.disable(off.id)
+    (stored,) = await hub.publish_many([{"kind": "a.old", "subject": "s", "idempotency_key": "k0"}])
+    results = await hub.publish_many(
+        [
+            {"kind": "a.one", "subject": "s1", "idempotency_key": "k1"},
+            {"kind": "b.two", "subject": "s2"},
+            {"kind": "a.one", "subject": "again", "idempotency_key": "k1"},  # E2: the first
+            {"kind": "a.old", "subject": "s0", "idempotency_key": "k0"},  # stored before
+            {"kind": "a.three", "subject": "s3"},
+        ]
+    )
+    assert [r.created for r in results] == [True, True, False, False, True]
+    first, second, repeated, old, third = results
+    assert repeated.event.id == first.event.id
+    assert repeated.event.subject == "s1"
+    assert old.event.id == stored.event.id
+    assert [d.id for d in repeated.deliveries] == [d.id for d in first.deliveries]
+    # Unkeyed ids in the order given; each new event fanned out to the channels it matches.
+    assert second.event.id < third.event.id
+    assert [(d.channel_id, d.state) for d in first.deliveries] == [
+        (ops.id, State.PENDING),
+        (off.id, State.SKIPPED),
+    ]
+    assert first.deliveries[1].skip_reason is SkipReason.CHANNEL_DISABLED
+    assert [d.channel_id for d in second.deliveries] == [off.id]
+    assert all(d.event_id == r.event.id for r in results for d in r.deliveries)
+    assert len({d.message_id for r in results for d in r.deliveries}) == 7  # one per delivery
+    shown = await hub.deliveries()
+    assert {v.delivery.id for v in shown.items} == {
+        d.id for r in (stored, first, second, third) for d in r.deliveries
+    }
+    for result in (first, second, third):
+        assert result.event.created_at == first.event.created_at  # one statement's time
+        assert {d.created_at for d in result.deliveries} <= {first.event.created_at}
+
+
+async def test_w2_a_publish_is_one_write_without_begin_or_commit(pg_url: str) -> None:
+    async with tidings.Hub(pg_url) as hub:
+        await channel(hub)
+        sent: list[tuple[str, Any]] = []
+
+        def watch(conn: Any, _cursor: Any, sql: str, *_rest: Any) -> None:
+            sent.append((sql, conn.get_execution_options().get("isolation_level")))
+
+        event.listen(hub.store.sync_engine, "before_cursor_execute", watch)
+        try:
+            await publish(hub, 3)
+        finally:
+            event.remove(hub.store.sync_engine, "before_cursor_execute", watch)
+        assert len(sent) == 2, [s for s, _ in sent]
+        read, write = sent
+        assert read[0].lstrip().startswith("SELECT")
+        assert "FROM channels" in read[0]
+        assert "INSERT INTO events" in write[0]
+        assert "pg_notify" in write[0]
+        assert {level for _, level in sent} == {"AUTOCOMMIT"}
+        assert len((await hub.deliveries()).items) == 3
