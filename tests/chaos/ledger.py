@@ -285,11 +285,13 @@ def _check_delivery(
         report.violate("I3", f"{where}: {len(copies)} requests, {audited} attempt rows")
     # I4: nothing after a final outcome, unless an operator resent it. A worker whose lease
     # was lost may still report its send late: its write is fenced and its row kept (C3).
+    # Its row may even come first: the outcome's statement draws the attempt row's id, then
+    # waits on the row lock of the claim taking the lease over, whose audit row is numbered
+    # after it and commits first. (So any worker that lost a lease of this delivery counts
+    # as late: a worker that lost one and later leased the row again is not told apart.)
     ended = False
-    stale: set[str] = set()
+    stale = {a["worker_id"] for a in rows if a["status"] == "lease_lost"}
     for a in rows:
-        if a["status"] == "lease_lost":
-            stale.add(a["worker_id"])
         late_report = a["worker_id"] in stale or a["status"] == "lease_lost" or crashed
         if ended and not late_report and d["id"] not in snap.resent:
             trail = [(b["status"], b["worker_id"]) for b in rows]

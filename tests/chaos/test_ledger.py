@@ -197,6 +197,22 @@ def test_a_late_report_of_a_lost_lease_is_no_i4_violation() -> None:
     assert check(snap).violations == []
 
 
+def test_a_late_report_numbered_before_the_lost_lease_is_no_i4_violation() -> None:
+    """The fenced outcome drew its attempt row's id before it waited on the row lock of the
+    claim that took the lease over: its row comes first, the audit of the lost lease next."""
+    snap = _snapshot()
+    snap.deliveries[0]["lost_leases"] = 1
+    late = dict(_attempt(100, "delivered", aid=1), worker_id="stalled")
+    lost = dict(_attempt(100, "lease_lost", aid=2), worker_id="stalled")
+    snap.attempts[100] = [late, lost, _attempt(100, "delivered", aid=3)]
+    snap.records.append(dict(snap.records[0]))
+    assert check(snap).violations == []
+    # Another worker's outcome after a final one is still caught.
+    snap.attempts[100].append(dict(_attempt(100, "delivered", aid=4), worker_id="other"))
+    snap.records.append(dict(snap.records[0]))
+    assert any(v.startswith("I4") for v in check(snap).violations)
+
+
 def test_a_claim_forgotten_in_a_database_crash_explains_a_second_send() -> None:
     """Claims commit without waiting for the WAL flush: one made just before a crash is
     forgotten, its rows claimed again, and the first worker's late row kept (C3)."""
