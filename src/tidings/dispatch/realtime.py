@@ -1,9 +1,10 @@
 """The realtime job: drain a channel claim by claim, several claims in flight at once.
 
-A job stops when a claim comes back short or empty (it took what was due, the rate budget
-ran out, or another worker holds the rows) or the dispatcher is stopping. If it is cancelled
-mid-send (W3 after the grace period), the results it has are written and the unsent rows are
-given back.
+A job stops when a claim comes back empty (nothing due, no rate budget, or another worker
+holds the rows), short on a channel without a rate limit, or the dispatcher is stopping. A
+rate-limited channel claims again as its bucket refills, beside the sends in flight. If a
+job is cancelled mid-send (W3 after the grace period), the results it has are written and
+the unsent rows are given back.
 """
 
 from __future__ import annotations
@@ -56,10 +57,23 @@ async def run_realtime(ctx: JobContext, channel: Channel) -> bool:
             task.add_done_callback(functools.partial(_release, claimed.queued))
             running.add(task)
             if len(claimed.claim) < claimed.asked:
-                # A short claim took what was due (or what the rate allowed): finish it and
-                # end the job. Rows that fall due later wake the dispatcher, which asks once
-                # for every channel instead of each job claiming again to find nothing.
-                break
+                if channel.rate_per_min <= 0:
+                    # A short claim took what was due: finish it and end the job. Rows that
+                    # fall due later wake the dispatcher, which asks once for every channel
+                    # instead of each job claiming again to find nothing.
+                    break
+                # Rate-limited (C6): short for want of tokens, or of due rows. Claim again
+                # once a send ends or the bucket has had time to refill, whichever comes
+                # first, beside the sends in flight: waiting for them all would cap the rate
+                # at a burst per send time. A claim that finds nothing ends the job.
+                full = len(running) >= CLAIMS_IN_FLIGHT
+                done, running = await asyncio.wait(
+                    running,
+                    timeout=None if full else _refill_s(channel),
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+                failure = _first_failure(done)
+                continue
             if len(running) >= CLAIMS_IN_FLIGHT:
                 done, running = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
                 failure = _first_failure(done)
@@ -74,6 +88,11 @@ async def run_realtime(ctx: JobContext, channel: Channel) -> bool:
             task.cancel()
         await asyncio.gather(*running, return_exceptions=True)
     return leased
+
+
+#: The longest a rate-limited job waits for its bucket before claiming again (a slow rate's
+#: next token may be a minute away: the job then ends, and the dispatcher looks again).
+MAX_REFILL_WAIT_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -139,6 +158,11 @@ async def _claim(
     if sweep:
         ctx.swept_at[channel.id] = ctx.clock.monotonic()
     return claim, False
+
+
+def _refill_s(channel: Channel) -> float:
+    """The time the channel's bucket takes to refill a burst, at most `MAX_REFILL_WAIT_S`."""
+    return min(channel.rate_burst * 60.0 / channel.rate_per_min, MAX_REFILL_WAIT_S)
 
 
 def _first_failure(done: set[asyncio.Task[None]]) -> BaseException | None:
