@@ -28,9 +28,13 @@ from tidings.remote import RemoteWorker
 from tidings.service import Service
 
 log = logging.getLogger("tidings")
-#: The pauses between two tries at an unreachable database at start: first, longest.
+#: The pauses between two tries at an unreachable database at start: first, longest. A
+#: try is one connection attempt, so the longest pause is short: a worker waiting 10 s
+#: after its database came back was a worker missing from the cluster for those 10 s.
 FIRST_PAUSE_S = 0.5
-LONGEST_PAUSE_S = 10.0
+LONGEST_PAUSE_S = 2.0
+#: While the database stays away for the same reason, this often it is said again.
+SAY_AGAIN_EVERY_S = 30.0
 #: SQLSTATEs a database gives while it cannot take us yet: class 08 (connection exception),
 #: too_many_connections, admin_shutdown, crash_shutdown, cannot_connect_now.
 TRANSIENT_SQLSTATES = ("08", "53300", "57P01", "57P02", "57P03")
@@ -119,6 +123,7 @@ async def _open(hub: Hub, migrate: bool, wait_s: float) -> None:
     supervisor starting a service before its database, a restart, a connection limit)."""
     deadline = time.monotonic() + wait_s
     pause = FIRST_PAUSE_S
+    said, said_at = "", float("-inf")
     while True:
         try:
             if migrate:
@@ -127,16 +132,21 @@ async def _open(hub: Hub, migrate: bool, wait_s: float) -> None:
                 await hub.store.check_schema()
             return
         except StoreError as error:
-            left = deadline - time.monotonic()
+            now = time.monotonic()
+            left = deadline - now
             if left <= 0 or not unreachable(error):
                 raise
-            log.warning(
-                "database %s cannot be reached: %s; trying again in %.1f s (for %.0f s more)",
-                hub.store.shown_url,
-                error.cause or error,
-                min(pause, left),
-                left,
-            )
+            cause = str(error.cause or error)
+            if cause != said or now - said_at >= SAY_AGAIN_EVERY_S:
+                log.warning(
+                    "database %s cannot be reached: %s; trying again every %.1f s or less"
+                    " (for %.0f s more)",
+                    hub.store.shown_url,
+                    cause,
+                    min(LONGEST_PAUSE_S, left),
+                    left,
+                )
+                said, said_at = cause, now
             await asyncio.sleep(min(pause, left))
             pause = min(2 * pause, LONGEST_PAUSE_S)
 
