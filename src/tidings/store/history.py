@@ -9,7 +9,7 @@ up to a bound and estimated beyond it, so a count never reads ten million rows.
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import (
@@ -55,6 +55,11 @@ _JOINED = d.join(channels, channels.c.id == d.c.channel_id).join(
 )
 #: Totals up to this many rows are counted; beyond it they are estimated.
 EXACT_TOTAL_UP_TO = 10_000
+#: How long after its `created_at` a row may at most be stored (given its id). A publish
+#: stamps its rows with the time its statement or transaction began and draws their ids a
+#: moment later; a row stored longer after its time than this could be missed by a time
+#: filter, which reads only ids within this much of the filter's time (see `_id_window`).
+STORED_WITHIN = timedelta(hours=1)
 #: SQLite has no planner estimate: the share of matches among this many rows (in slices
 #: spread over the id range) is scaled to the range instead.
 _SQLITE_SAMPLE = 2_000
@@ -72,18 +77,20 @@ def list_deliveries(
     """A page newest first: the one `cursor` points at, else page number `page` (OFFSET)."""
     at = cursors.decode(cursor) if cursor is not None else None
     used_page, used_size = coerce_page(at.page if at else page, page_size)
+    window = _id_window(conn, query)
     if at is not None and not at.older:  # a previous page: read upwards, show newest first
-        found = _fetch(conn, query, _order_key(query) > at.after_id, False, 0, used_size + 1)
+        bounds = [*window, _order_key(query) > at.after_id]
+        found = _fetch(conn, query, bounds, False, 0, used_size + 1)
         more_newer, items = len(found) > used_size, found[:used_size][::-1]
         used_page = used_page if more_newer else 1
         more_older = True
     else:
-        bound = _order_key(query) < at.after_id if at is not None else None
+        bounds = [*window, _order_key(query) < at.after_id] if at is not None else window
         skip = 0 if at is not None else (used_page - 1) * used_size
-        found = _fetch(conn, query, bound, True, skip, used_size + 1)
+        found = _fetch(conn, query, bounds, True, skip, used_size + 1)
         more_older, items = len(found) > used_size, found[:used_size]
         more_newer = used_page > 1
-    total, estimated = count_matching(conn, query, exact_up_to)
+    total, estimated = count_matching(conn, query, exact_up_to, window)
     return Page(
         items=items,
         total=total,
@@ -106,7 +113,7 @@ def _paths(query: DeliveryQuery) -> list[list[ColumnElement[bool]]]:
 def _fetch(
     conn: Connection,
     query: DeliveryQuery,
-    bound: ColumnElement[bool] | None,
+    bounds: list[ColumnElement[bool]],
     newest_first: bool,
     skip: int,
     count: int,
@@ -115,9 +122,7 @@ def _fetch(
     key = _order_key(query)
     order = key.desc() if newest_first else key
     walk = _walk_ids_on_sqlite(conn, query)
-    base = select(*rows.VIEW_COLUMNS).select_from(_JOINED).where(*_conditions(query, walk))
-    if bound is not None:
-        base = base.where(bound)
+    base = select(*rows.VIEW_COLUMNS).select_from(_JOINED).where(*_conditions(query, walk), *bounds)
     found: list[DeliveryView] = []
     for path in _paths(query):
         stmt = base.where(*path).order_by(order).limit(skip + count)
@@ -143,12 +148,20 @@ def _cursor(view: DeliveryView, older: bool, page: int) -> str:
     return cursors.encode(at)
 
 
-def count_matching(conn: Connection, query: DeliveryQuery, exact_up_to: int) -> tuple[int, bool]:
+def count_matching(
+    conn: Connection,
+    query: DeliveryQuery,
+    exact_up_to: int,
+    window: list[ColumnElement[bool]] | None = None,
+) -> tuple[int, bool]:
     """How many rows match, and whether that is an estimate: a count that stops one row past
-    `exact_up_to`, and beyond it the planner's estimate (PostgreSQL) or a sampled one."""
+    `exact_up_to`, and beyond it the planner's estimate (PostgreSQL) or a sampled one.
+    `window`: the query's `_id_window`, where the caller has it already."""
     source = d.join(events, events.c.id == d.c.event_id) if _needs_event(query) else d
+    if window is None:
+        window = _id_window(conn, query)
     matching: Select[Any] = (
-        select(literal_column("1")).select_from(source).where(*_conditions(query))
+        select(literal_column("1")).select_from(source).where(*_conditions(query), *window)
     )
     counted = 0
     for path in _paths(query):
@@ -165,6 +178,77 @@ def count_matching(conn: Connection, query: DeliveryQuery, exact_up_to: int) -> 
     else:
         estimate = _sampled_rows(conn, source, query)
     return max(estimate, exact_up_to + 1), True
+
+
+def _id_window(conn: Connection, query: DeliveryQuery) -> list[ColumnElement[bool]]:
+    """The ids a time filter's rows can have, as conditions: without them a page `until` a
+    week ago walks past every row of the week (no index orders rows by id within a time
+    range), and the last page `since` a day walks on to the table's first row.
+
+    Ids are drawn in time order, and a row is stored within `STORED_WITHIN` of its time: so
+    every row after the first row stamped later than `until + STORED_WITHIN` is newer than
+    `until`, and every row before the last one stamped earlier than `since - STORED_WITHIN`
+    is older than `since`. Both rows are found by a binary search over the primary key."""
+    key = _order_key(query)
+    found: list[ColumnElement[bool]] = []
+    if query.until is not None:
+        above = _first_id_stamped_after(conn, query.until + STORED_WITHIN)
+        if above is not None:
+            found.append(key < above)
+    if query.since is not None:
+        below = _last_id_stamped_before(conn, query.since - STORED_WITHIN)
+        if below is not None:
+            found.append(key > below)
+    return found
+
+
+def _first_id_stamped_after(conn: Connection, moment: datetime) -> int | None:
+    """The id of a row stamped after `moment` such that the rows before it are stamped at
+    or before it, near enough (a binary search over ids); None when no row is after it."""
+    low, high = _id_range(conn)
+    if low is None or high is None:
+        return None
+    found: int | None = None
+    while low <= high:
+        middle = (low + high) // 2
+        row = conn.execute(
+            select(d.c.id, d.c.created_at).where(d.c.id >= middle).order_by(d.c.id).limit(1)
+        ).first()
+        if row is None or row.id > high:
+            high = middle - 1
+        elif row.created_at > moment:
+            found, high = row.id, middle - 1
+        else:
+            low = row.id + 1
+    return found
+
+
+def _last_id_stamped_before(conn: Connection, moment: datetime) -> int | None:
+    """`_first_id_stamped_after`'s mirror: a row stamped before `moment`, the rows after it
+    stamped at or after it, near enough; None when no row is before it."""
+    low, high = _id_range(conn)
+    if low is None or high is None:
+        return None
+    found: int | None = None
+    while low <= high:
+        middle = (low + high + 1) // 2
+        row = conn.execute(
+            select(d.c.id, d.c.created_at).where(d.c.id <= middle).order_by(d.c.id.desc()).limit(1)
+        ).first()
+        if row is None or row.id < low:
+            low = middle + 1
+        elif row.created_at < moment:
+            found, low = row.id, middle + 1
+        else:
+            high = row.id - 1
+    return found
+
+
+def _id_range(conn: Connection) -> tuple[int | None, int | None]:
+    # Two statements: SQLite answers min() or max() alone from the primary key's ends, and
+    # both at once by reading every row.
+    low, high = conn.scalar(select(func.min(d.c.id))), conn.scalar(select(func.max(d.c.id)))
+    return (None, None) if low is None or high is None else (int(low), int(high))
 
 
 def _needs_event(query: DeliveryQuery) -> bool:
@@ -212,12 +296,10 @@ def _planner_rows(conn: Connection, statement: Select[Any]) -> int:
 
 def _sampled_rows(conn: Connection, source: Any, query: DeliveryQuery) -> int:
     """The id range's length, times the share of matches in a few slices of it."""
-    # Two statements: SQLite answers min() or max() alone from the primary key's ends, and
-    # both at once by reading every row.
-    low, high = conn.scalar(select(func.min(d.c.id))), conn.scalar(select(func.max(d.c.id)))
+    low, high = _id_range(conn)
     if low is None or high is None:
         return 0
-    span = int(high) - int(low) + 1
+    span = high - low + 1
     conditions = _conditions(query, walk_ids=True)
     if not conditions or span <= _SQLITE_SAMPLE:
         return span
