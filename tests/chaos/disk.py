@@ -8,11 +8,14 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
+import time
 from pathlib import Path
 
 #: The mount's size: room for an hour's chaos run on SQLite, taken from memory only as used.
 SIZE = "4g"
 FILLER = ".filler"
+#: The longest one fill may take (it takes about 2 s on an idle machine).
+FILL_LONGEST_S = 15.0
 
 
 def available() -> str | None:
@@ -57,9 +60,12 @@ class Disk:
         halved (tmpfs undoes a fallocate that runs out of room) down to one page."""
         taken = 0
         chunk = max(self.free_bytes(), 4096)
+        # Bounded: on a loaded machine, with the database freeing and taking pages meanwhile,
+        # one fill once ran for minutes (and held the API down for as long).
+        deadline = time.monotonic() + FILL_LONGEST_S
         fd = os.open(self.mountpoint / FILLER, os.O_WRONLY | os.O_CREAT, 0o600)
         try:
-            while chunk >= 4096:
+            while chunk >= 4096 and time.monotonic() < deadline:
                 try:
                     os.posix_fallocate(fd, taken, chunk)
                     taken += chunk

@@ -115,8 +115,8 @@ async def run(plan: Plan) -> Result:
                     [asyncio.create_task(planned.wait()), publishing],
                     return_when=asyncio.FIRST_COMPLETED,
                 )
-            else:
-                await asyncio.sleep(plan.minutes * 60)
+            else:  # the planned time, unless publishing gave up before it (raised below)
+                await asyncio.wait([publishing], timeout=plan.minutes * 60)
             stop.set()
             await asyncio.gather(*lanes)
         stop.set()
