@@ -196,15 +196,23 @@ def _id_window(conn: Connection, query: DeliveryQuery) -> list[ColumnElement[boo
     is older than `since`. Both rows are found by a binary search over the primary key."""
     key = _order_key(query)
     found: list[ColumnElement[bool]] = []
-    if query.until is not None:
-        above = _first_id_stamped_after(conn, query.until + STORED_WITHIN)
+    if query.until is not None and (later := _shifted(query.until, STORED_WITHIN)):
+        above = _first_id_stamped_after(conn, later)
         if above is not None:
             found.append(key < above)
-    if query.since is not None:
-        below = _last_id_stamped_before(conn, query.since - STORED_WITHIN)
+    if query.since is not None and (earlier := _shifted(query.since, -STORED_WITHIN)):
+        below = _last_id_stamped_before(conn, earlier)
         if below is not None:
             found.append(key > below)
     return found
+
+
+def _shifted(moment: datetime, by: timedelta) -> datetime | None:
+    """`moment + by`, or None past the calendar's ends (a filter at year 9999 has no window)."""
+    try:
+        return moment + by
+    except OverflowError:
+        return None
 
 
 def _first_id_stamped_after(conn: Connection, moment: datetime) -> int | None:
