@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -84,15 +85,19 @@ def list_deliveries(
     used_page, used_size = coerce_page(at.page if at else page, page_size)
     window = _id_window(conn, query)
     if at is not None and not at.older:  # a previous page: read upwards, show newest first
-        bounds = [*window, _order_key(query) > at.after_id]
-        found = _fetch(conn, query, bounds, False, 0, used_size + 1)
+        above = at.after_id if window.above_id is None else max(at.after_id, window.above_id)
+        newer = _IdWindow(above, window.below_id)
+        found = _fetch(conn, query, newer.conditions(query), False, 0, used_size + 1)
         more_newer, items = len(found) > used_size, found[:used_size][::-1]
         used_page = used_page if more_newer else 1
         more_older = True
     else:
-        bounds = [*window, _order_key(query) < at.after_id] if at is not None else window
+        older = window
+        if at is not None:
+            below = at.after_id if window.below_id is None else min(at.after_id, window.below_id)
+            older = _IdWindow(window.above_id, below)
         skip = 0 if at is not None else (used_page - 1) * used_size
-        found = _fetch(conn, query, bounds, True, skip, used_size + 1)
+        found = _fetch(conn, query, older.conditions(query), True, skip, used_size + 1)
         more_older, items = len(found) > used_size, found[:used_size]
         more_newer = used_page > 1
     total, estimated = count_matching(conn, query, exact_up_to, window)
@@ -157,7 +162,7 @@ def count_matching(
     conn: Connection,
     query: DeliveryQuery,
     exact_up_to: int,
-    window: list[ColumnElement[bool]] | None = None,
+    window: _IdWindow | None = None,
 ) -> tuple[int, bool]:
     """How many rows match, and whether that is an estimate: a count that stops one row past
     `exact_up_to`, and beyond it the planner's estimate (PostgreSQL) or a sampled one.
@@ -166,7 +171,9 @@ def count_matching(
     if window is None:
         window = _id_window(conn, query)
     matching: Select[Any] = (
-        select(literal_column("1")).select_from(source).where(*_conditions(query), *window)
+        select(literal_column("1"))
+        .select_from(source)
+        .where(*_conditions(query), *window.conditions(query))
     )
     counted = 0
     for path in _paths(query):
@@ -185,26 +192,42 @@ def count_matching(
     return max(estimate, exact_up_to + 1), True
 
 
-def _id_window(conn: Connection, query: DeliveryQuery) -> list[ColumnElement[bool]]:
-    """The ids a time filter's rows can have, as conditions: without them a page `until` a
-    week ago walks past every row of the week (no index orders rows by id within a time
-    range), and the last page `since` a day walks on to the table's first row.
+@dataclass(frozen=True)
+class _IdWindow:
+    """Ids a page may read: above `above_id` and below `below_id` (None: no such bound).
+
+    One bound each way, never two: SQLite walks the primary key from one `id <` bound and
+    only checks another, so `id < window AND id < cursor` read every row between the two."""
+
+    above_id: int | None = None
+    below_id: int | None = None
+
+    def conditions(self, query: DeliveryQuery) -> list[ColumnElement[bool]]:
+        key = _order_key(query)
+        found: list[ColumnElement[bool]] = []
+        if self.above_id is not None:
+            found.append(key > self.above_id)
+        if self.below_id is not None:
+            found.append(key < self.below_id)
+        return found
+
+
+def _id_window(conn: Connection, query: DeliveryQuery) -> _IdWindow:
+    """The ids a time filter's rows can have: without this bound a page `until` a week ago
+    walks past every row of the week (no index orders rows by id within a time range), and
+    the last page `since` a day walks on to the table's first row.
 
     Ids are drawn in time order, and a row is stored within `STORED_WITHIN` of its time: so
     every row after the first row stamped later than `until + STORED_WITHIN` is newer than
     `until`, and every row before the last one stamped earlier than `since - STORED_WITHIN`
-    is older than `since`. Both rows are found by a binary search over the primary key."""
-    key = _order_key(query)
-    found: list[ColumnElement[bool]] = []
+    is older than `since`. Both rows are found by a search over the primary key."""
+    below: int | None = None
+    above: int | None = None
     if query.until is not None and (later := _shifted(query.until, STORED_WITHIN)):
-        above = _first_id_stamped_after(conn, later)
-        if above is not None:
-            found.append(key < above)
+        below = _first_id_stamped_after(conn, later)
     if query.since is not None and (earlier := _shifted(query.since, -STORED_WITHIN)):
-        below = _last_id_stamped_before(conn, earlier)
-        if below is not None:
-            found.append(key > below)
-    return found
+        above = _last_id_stamped_before(conn, earlier)
+    return _IdWindow(above, below)
 
 
 def _shifted(moment: datetime, by: timedelta) -> datetime | None:
