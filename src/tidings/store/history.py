@@ -85,17 +85,13 @@ def list_deliveries(
     used_page, used_size = coerce_page(at.page if at else page, page_size)
     window = _id_window(conn, query)
     if at is not None and not at.older:  # a previous page: read upwards, show newest first
-        above = at.after_id if window.above_id is None else max(at.after_id, window.above_id)
-        newer = _IdWindow(above, window.below_id)
+        newer = window.narrowed(above_id=at.after_id)
         found = _fetch(conn, query, newer.conditions(query), False, 0, used_size + 1)
         more_newer, items = len(found) > used_size, found[:used_size][::-1]
         used_page = used_page if more_newer else 1
         more_older = True
     else:
-        older = window
-        if at is not None:
-            below = at.after_id if window.below_id is None else min(at.after_id, window.below_id)
-            older = _IdWindow(window.above_id, below)
+        older = window if at is None else window.narrowed(below_id=at.after_id)
         skip = 0 if at is not None else (used_page - 1) * used_size
         found = _fetch(conn, query, older.conditions(query), True, skip, used_size + 1)
         more_older, items = len(found) > used_size, found[:used_size]
@@ -201,6 +197,12 @@ class _IdWindow:
 
     above_id: int | None = None
     below_id: int | None = None
+
+    def narrowed(self, above_id: int | None = None, below_id: int | None = None) -> _IdWindow:
+        """This window cut by a cursor's bound: the tighter bound each way, not both."""
+        above = [i for i in (self.above_id, above_id) if i is not None]
+        below = [i for i in (self.below_id, below_id) if i is not None]
+        return _IdWindow(max(above, default=None), min(below, default=None))
 
     def conditions(self, query: DeliveryQuery) -> list[ColumnElement[bool]]:
         key = _order_key(query)
