@@ -86,16 +86,19 @@ def _publish_at_once(
     initial = {c.id: _initial_state(c) for c in all_channels}
     pairs = [(n, c) for n, i in enumerate(new) for c in all_channels if _matches(c, inputs[i])]
     message_ids = new_message_ids(len(pairs))
-    planned = [
-        publish_statement.NewDelivery(
-            n, c.id, key, initial[c.id][0].value, _skip_value(initial[c.id][1])
-        )
-        for (n, c), key in zip(pairs, message_ids, strict=True)
-    ]
+    # Each channel's initial state as the statement's text, looked up once, not per row.
+    as_text = {cid: (state.value, _skip_value(skip)) for cid, (state, skip) in initial.items()}
+    planned = publish_statement.NewDeliveries(
+        event_n=[n for n, _ in pairs],
+        channel_id=[c.id for _, c in pairs],
+        message_id=message_ids,
+        state=[as_text[c.id][0] for _, c in pairs],
+        skip_reason=[as_text[c.id][1] for _, c in pairs],
+    )
     pending = {c.id for _, c in pairs if initial[c.id][0] is State.PENDING}
     stored = publish_statement.publish(
         conn,
-        [_values(inputs[i]) for i in new],
+        [inputs[i] for i in new],
         planned,
         now=None if clock.unread else clock.now(),
         notify=encode_hint(pending) if pending else None,
