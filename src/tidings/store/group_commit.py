@@ -38,26 +38,30 @@ RunTx = Callable[..., Awaitable[list[PublishResult]]]
 class _Statements:
     """The group's operation, remembering whether every statement went through."""
 
-    def __init__(self) -> None:
+    def __init__(self, known: publishing.KnownChannels | None) -> None:
         self.done = False
+        self.known = known
 
     def __call__(
         self, conn: Connection, clock: TxClock, inputs: Sequence[EventInput]
     ) -> list[PublishResult]:
-        results = publishing.publish_events(conn, clock, inputs)
+        results = publishing.publish_events(conn, clock, inputs, known=self.known)
         self.done = True
         return results
 
 
-async def publish_group(run_tx: RunTx, inputs: list[EventInput]) -> Answers:
-    """One answer per event, in order: its result, or the error it alone gets."""
-    statements = _Statements()
+async def publish_group(
+    run_tx: RunTx, inputs: list[EventInput], known: publishing.KnownChannels | None = None
+) -> Answers:
+    """One answer per event, in order: its result, or the error it alone gets. `known`: the
+    channels this process read before (`publishing.KnownChannels`)."""
+    statements = _Statements(known)
     try:
         return list(await run_tx(statements, inputs))
     except Exception as error:
         if statements.done or len(inputs) == 1 or not _one_event_may_be_guilty(error):
             return [error] * len(inputs)
-    return [await _alone(run_tx, item) for item in inputs]
+    return [await _alone(run_tx, item, known) for item in inputs]
 
 
 def _one_event_may_be_guilty(error: Exception) -> bool:
@@ -69,9 +73,11 @@ def _one_event_may_be_guilty(error: Exception) -> bool:
     return not isinstance(cause, exc.DBAPIError | exc.InterfaceError | OSError)
 
 
-async def _alone(run_tx: RunTx, item: EventInput) -> PublishResult | Exception:
+async def _alone(
+    run_tx: RunTx, item: EventInput, known: publishing.KnownChannels | None
+) -> PublishResult | Exception:
     try:
-        (result,) = await run_tx(publishing.publish_events, [item])
+        (result,) = await run_tx(publishing.publish_events, [item], None, known)
     except Exception as error:
         return error
     return result

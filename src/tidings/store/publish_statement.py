@@ -61,6 +61,8 @@ class Stored:
     created_at: datetime | None
     #: (event id, channel id) -> the delivery's id.
     delivery_ids: dict[tuple[int, int], int]
+    #: The channels' version the statement saw when it was given one, else None.
+    channels_version: int | None = None
 
 
 def publish(
@@ -70,10 +72,13 @@ def publish(
     *,
     now: datetime | None,
     notify: str | None,
+    channels_version: int | None = None,
 ) -> Stored:
     """Insert `new_events` (an event whose key is stored already is skipped, E2) and the
     deliveries of those inserted. `now`: the time to stamp, or None for the database's
-    `now()`; `notify`: the wake-up's payload, or None for none."""
+    `now()`; `notify`: the wake-up's payload, or None for none; `channels_version`: the
+    version of the channels the deliveries were planned from (`channels_version`), when
+    read before: the statement stores nothing, and says so, when it has moved since."""
     params: dict[str, Any] = event_columns(new_events) | {
         "d_event": new_deliveries.event_n,
         "d_channel": new_deliveries.channel_id,
@@ -85,13 +90,18 @@ def publish(
         params["now"] = now
     if notify is not None:
         params |= {"channel": NOTIFY_CHANNEL, "hint": notify}
-    row = conn.execute(_statement(now is not None, notify is not None), params).one()
-    given, stored, created_at, ids, event_ids, channel_ids = row[:6]
+    guarded = channels_version is not None
+    if guarded:
+        params["version"] = channels_version
+    statement = _statement(now is not None, notify is not None, guarded)
+    row = conn.execute(statement, params).one()
+    given, stored, created_at, ids, event_ids, channel_ids, seen = row[:7]
     inserted = set(stored)
     return Stored(
         event_ids=[i if i in inserted else None for i in given],
         created_at=created_at,
         delivery_ids={(e, c): d for d, e, c in zip(ids, event_ids, channel_ids, strict=True)},
+        channels_version=seen,
     )
 
 
@@ -114,9 +124,12 @@ def event_columns(items: Sequence[EventInput]) -> dict[str, list[Any]]:
 
 
 @functools.cache
-def _statement(fixed_time: bool, notify: bool) -> TextClause:
+def _statement(fixed_time: bool, notify: bool, guarded: bool) -> TextClause:
     now = "CAST(:now AS timestamptz)" if fixed_time else "now()"
-    wake = "pg_notify(:channel, :hint)" if notify else "NULL"
+    # Guarded: nothing goes in (and no one is woken) unless the channels are as planned.
+    version = "(SELECT version FROM channels_version WHERE id = 1)"
+    unchanged = f"CAST(:version AS bigint) = {version}" if guarded else "true"
+    wake = f"CASE WHEN {unchanged} THEN pg_notify(:channel, :hint) END" if notify else "NULL"
     arrays = ", ".join(f"CAST(:{name} AS text[])" for name in EVENT_COLUMNS)
     columns = ", ".join(EVENT_COLUMNS)
     values = ", ".join(
@@ -129,6 +142,7 @@ def _statement(fixed_time: bool, notify: bool) -> TextClause:
     FROM (
         SELECT * FROM unnest({arrays}) WITH ORDINALITY AS u({columns}, n) ORDER BY n
     ) AS r
+    WHERE {unchanged}
 """
     return text(
         f"""
@@ -163,6 +177,7 @@ SELECT
     ARRAY(SELECT id FROM fanned),
     ARRAY(SELECT event_id FROM fanned),
     ARRAY(SELECT channel_id FROM fanned),
+    {version if guarded else "NULL"},
     {wake}
 """
     )

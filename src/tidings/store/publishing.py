@@ -7,7 +7,7 @@ from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, RowMapping, Table, literal, select
+from sqlalchemy import ColumnElement, RowMapping, Table, literal, select, true
 from sqlalchemy.engine import Connection
 
 from tidings.core import filters, message_id
@@ -17,7 +17,7 @@ from tidings.store import publish_statement, rows
 from tidings.store.clock import TxClock
 from tidings.store.dialects import dialect_for
 from tidings.store.notify import encode_hint
-from tidings.store.schema import UTCDateTime, channels, deliveries, events
+from tidings.store.schema import UTCDateTime, channels, channels_version, deliveries, events
 
 RETURNED = [events.c.id, events.c.created_at]
 
@@ -27,6 +27,7 @@ def publish_events(
     clock: TxClock,
     inputs: Sequence[EventInput],
     among: Collection[int] | None = None,
+    known: KnownChannels | None = None,
 ) -> list[PublishResult]:
     """Store the events and their deliveries; a key already stored answers with its event.
     `among`: only these channels may receive them (operational events, H2).
@@ -35,13 +36,20 @@ def publish_events(
     thousand costs a handful of statements rather than two thousand. Only ids come back: the
     rows are built from what was sent, which is what a thousand-event batch spends least on.
     """
-    # Without their secrets: the fan-out reads filters and tenants only, and a process that
-    # only publishes needs no secret key.
-    all_channels = [rows.channel(r) for r in conn.execute(select(channels)).mappings()]
-    if among is not None:
-        all_channels = [c for c in all_channels if c.id in among]
     if dialect_for(conn).publish_in_one_statement:
-        return _publish_at_once(conn, clock, inputs, all_channels)
+        if known is not None and among is None:
+            for _ in range(STALE_TRIES):
+                seen = known.seen or known.read(conn)
+                if seen is None:
+                    break
+                done = _publish_at_once(conn, clock, inputs, seen[1], seen[0])
+                if done is not None:
+                    return done
+                known.forget()  # the channels changed since they were read
+        at_once = _publish_at_once(conn, clock, inputs, _channels(conn, among), None)
+        assert at_once is not None  # an unguarded statement always goes in
+        return at_once
+    all_channels = _channels(conn, among)
     stamp = {"created_at": clock.at()}
     unkeyed = [i for i, item in enumerate(inputs) if item.idempotency_key is None]
     found: dict[int, Event] = {}
@@ -70,11 +78,60 @@ def publish_events(
     return results
 
 
+def _channels(conn: Connection, among: Collection[int] | None) -> list[Channel]:
+    # Without their secrets: the fan-out reads filters and tenants only, and a process that
+    # only publishes needs no secret key.
+    all_channels = [rows.channel(r) for r in conn.execute(select(channels)).mappings()]
+    if among is not None:
+        all_channels = [c for c in all_channels if c.id in among]
+    return all_channels
+
+
+#: Publishes planned from known channels that found them changed, before one reads them.
+STALE_TRIES = 3
+
+
+class KnownChannels:
+    """The channels a process read for its publishes, with their version (migration 0018):
+    a publish plans its fan-out from them and its statement stores it only if the version
+    is still the same, so the channels are read again only after they changed rather than
+    before every publish."""
+
+    def __init__(self) -> None:
+        #: (version, channels), read in one statement; None until read or after a change.
+        self.seen: tuple[int, list[Channel]] | None = None
+
+    def read(self, conn: Connection) -> tuple[int, list[Channel]] | None:
+        """The channels and their version, or None where the version row is missing (a
+        publish then reads the channels itself)."""
+        found = conn.execute(
+            select(channels_version.c.version, channels)
+            .select_from(channels_version.outerjoin(channels, true()))
+            .where(channels_version.c.id == 1)
+        ).mappings()
+        version: int | None = None
+        read: list[Channel] = []
+        for row in found:
+            version = row["version"]
+            if row["id"] is not None:  # the outer join's row when there is no channel
+                read.append(rows.channel(row))
+        self.seen = None if version is None else (version, read)
+        return self.seen
+
+    def forget(self) -> None:
+        self.seen = None
+
+
 def _publish_at_once(
-    conn: Connection, clock: TxClock, inputs: Sequence[EventInput], all_channels: list[Channel]
-) -> list[PublishResult]:
+    conn: Connection,
+    clock: TxClock,
+    inputs: Sequence[EventInput],
+    all_channels: list[Channel],
+    version: int | None,
+) -> list[PublishResult] | None:
     """The events (each key's first), their deliveries and the wake-up in one statement
-    (`publish_statement`); fanned out before their ids are known, which matching needs not."""
+    (`publish_statement`); fanned out before their ids are known, which matching needs not.
+    Planned from channels read at `version`: None, storing nothing, when they changed since."""
     new: list[int] = []  # the inputs that go in: each key's first, and every unkeyed one
     keys_seen: set[str] = set()
     for i, item in enumerate(inputs):
@@ -102,7 +159,10 @@ def _publish_at_once(
         planned,
         now=None if clock.unread else clock.now(),
         notify=encode_hint(pending) if pending else None,
+        channels_version=version,
     )
+    if stored.channels_version != version:
+        return None
     created: dict[int, Event] = {}
     for i, event_id in zip(new, stored.event_ids, strict=True):
         if event_id is not None and stored.created_at is not None:

@@ -397,3 +397,14 @@ secret_keys = Table(
     Column("kid", String(32), primary_key=True),
     Column("created_at", UTCDateTime, nullable=False),
 )
+
+# One row counting the changes to what a publish fans out by (a channel added or removed, its
+# filter, tenant or enabled changed), bumped by a trigger on `channels` (migration 0018): a
+# process keeps the channels it read with the count, and its publish statement checks the
+# count instead of reading every channel again.
+channels_version = Table(
+    "channels_version",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("version", BigInteger, nullable=False),
+)

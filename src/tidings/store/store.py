@@ -69,6 +69,8 @@ class Store(Operations, AdminWrites, Reads):
         )
         #: Called after this process stored new work: the in-process wake-up (W2).
         self._on_work = on_work
+        #: The channels this process's publishes fan out to, read again when they change.
+        self._known_channels = publishing.KnownChannels()
         #: Single publishes of this process, committed in groups (`publish_one`).
         self._groups: Gathered[EventInput, PublishResult] = Gathered(
             self._publish_group,
@@ -131,7 +133,12 @@ class Store(Operations, AdminWrites, Reads):
     ) -> list[PublishResult]:
         # One statement writes (PostgreSQL: `publish_statement`), so no BEGIN and COMMIT.
         results = await self._run(
-            publishing.publish_events, list(inputs), now=now, one_statement=True
+            publishing.publish_events,
+            list(inputs),
+            None,  # every channel
+            self._known_channels,
+            now=now,
+            one_statement=True,
         )
         self._new_work(_pending_channels(results))
         return results
@@ -144,7 +151,7 @@ class Store(Operations, AdminWrites, Reads):
 
     async def _publish_group(self, inputs: list[EventInput]) -> list[PublishResult | Exception]:
         run = functools.partial(self._run, one_statement=True)
-        answers = await group_commit.publish_group(run, inputs)
+        answers = await group_commit.publish_group(run, inputs, self._known_channels)
         self._new_work(_pending_channels([a for a in answers if isinstance(a, PublishResult)]))
         return answers
 

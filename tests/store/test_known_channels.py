@@ -1,0 +1,124 @@
+"""E1 with the channels a process keeps (`publishing.KnownChannels`, migration 0018): a
+publish fans out to the channels as they are when it is stored, however and by whom they
+were changed since this process last read them — and on PostgreSQL it reads them only
+after such a change."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from sqlalchemy import event, text
+
+import tidings
+from tests.conftest import count
+from tests.store.helpers import channel, publish
+from tidings.core.states import SkipReason, State
+
+
+def _what(sql: str) -> tuple[bool, bool]:
+    """(reads the channels, writes events)"""
+    return re.search(r"\bchannels\b", sql) is not None, "INSERT INTO events" in sql
+
+
+def _fan_out(result: tidings.PublishResult) -> dict[str, State]:
+    return {str(d.channel_id): d.state for d in result.deliveries}
+
+
+async def test_e1_channels_changed_by_another_process_are_seen_at_once(db_url: str) -> None:
+    async with tidings.Hub(db_url) as mine, tidings.Hub(db_url) as other:
+        ops = await channel(mine, "ops")
+        (first,) = await publish(mine)  # this process has read the channels now
+        assert _fan_out(first) == {str(ops.id): State.PENDING}
+
+        added = await channel(other, "added", filter={"kinds": ["finding.*"]})
+        (result,) = await publish(mine)
+        assert _fan_out(result) == {str(ops.id): State.PENDING, str(added.id): State.PENDING}
+
+        await other.channels.update(added.id, filter={"kinds": ["other.*"]})
+        (result,) = await publish(mine)
+        assert _fan_out(result) == {str(ops.id): State.PENDING}
+
+        await other.channels.update(added.id, filter={})
+        await other.channels.disable(added.id)
+        (result,) = await publish(mine)
+        assert _fan_out(result) == {str(ops.id): State.PENDING, str(added.id): State.SKIPPED}
+        assert result.deliveries[1].skip_reason is SkipReason.CHANNEL_DISABLED
+
+        await other.channels.delete(added.id)
+        (result,) = await publish(mine)
+        assert _fan_out(result) == {str(ops.id): State.PENDING}
+
+
+async def test_e1_an_operators_own_sql_on_channels_is_seen(db_url: str) -> None:
+    """The count is kept by a trigger, so a change made outside tidings counts too."""
+    async with tidings.Hub(db_url) as hub:
+        ops = await channel(hub, "ops")
+        await publish(hub)
+        async with hub.store.engine.begin() as conn:
+            await conn.execute(text("UPDATE channels SET enabled = false"))
+        (result,) = await publish(hub)
+        assert _fan_out(result) == {str(ops.id): State.SKIPPED}
+
+        async with hub.store.engine.begin() as conn:
+            await conn.execute(
+                text("""UPDATE channels SET enabled = true, filter = '{"kinds": ["x.*"]}'""")
+            )
+        (result,) = await publish(hub)
+        assert result.deliveries == []
+
+
+async def test_w2_known_channels_spare_the_read_and_a_stale_plan_stores_nothing(
+    pg_url: str,
+) -> None:
+    """After the first publish a publish is one statement. When the channels changed since,
+    that statement stores nothing, the channels are read again and the publish goes in once:
+    had the stale statement stored its rows, the events would be there twice."""
+    async with tidings.Hub(pg_url) as hub:
+        ops = await channel(hub, "ops")
+        sent: list[str] = []
+
+        def watch(_conn: Any, _cursor: Any, sql: str, *_rest: Any) -> None:
+            sent.append(sql)
+
+        event.listen(hub.store.sync_engine, "before_cursor_execute", watch)
+        try:
+            await publish(hub)
+            await publish(hub)
+            assert [_what(s) for s in sent] == [
+                (True, False),
+                (False, True),
+                (False, True),  # the second publish: the write alone
+            ]
+            sent.clear()
+            async with hub.store.engine.begin() as conn:  # moves the count, changes nothing
+                await conn.execute(text("UPDATE channels SET enabled = enabled"))
+            sent.clear()
+            (result,) = await publish(hub, subject="after")
+        finally:
+            event.remove(hub.store.sync_engine, "before_cursor_execute", watch)
+        assert [_what(s) for s in sent] == [
+            (False, True),  # planned from the channels known: stores nothing
+            (True, False),
+            (False, True),
+        ]
+        assert _fan_out(result) == {str(ops.id): State.PENDING}
+        assert await count(hub, "events") == 3
+        assert await count(hub, "deliveries") == 3
+
+
+async def test_e1_without_the_count_row_a_publish_reads_the_channels_itself(
+    pg_url: str,
+) -> None:
+    async with tidings.Hub(pg_url) as hub:
+        ops = await channel(hub, "ops")
+        async with hub.store.engine.begin() as conn:
+            await conn.execute(text("DELETE FROM channels_version"))
+        try:
+            (first,) = await publish(hub)
+            (second,) = await publish(hub)
+        finally:
+            async with hub.store.engine.begin() as conn:
+                await conn.execute(text("INSERT INTO channels_version (id, version) VALUES (1, 0)"))
+        assert _fan_out(first) == _fan_out(second) == {str(ops.id): State.PENDING}
+        assert await count(hub, "events") == 2
