@@ -122,3 +122,29 @@ async def test_e1_without_the_count_row_a_publish_reads_the_channels_itself(
                 await conn.execute(text("INSERT INTO channels_version (id, version) VALUES (1, 0)"))
         assert _fan_out(first) == _fan_out(second) == {str(ops.id): State.PENDING}
         assert await count(hub, "events") == 2
+
+
+async def test_w2_a_publish_reads_the_channels_only_after_they_changed(db_url: str) -> None:
+    """Both backends: once read, the channels are used while their version stays the same
+    (SQLite reads that one row in the publish's transaction; PostgreSQL's statement checks it)."""
+    async with tidings.Hub(db_url) as hub, tidings.Hub(db_url) as other:
+        await channel(hub, "ops")
+        await publish(hub)
+        sent: list[str] = []
+
+        def watch(_conn: Any, _cursor: Any, sql: str, *_rest: Any) -> None:
+            sent.append(sql)
+
+        event.listen(hub.store.sync_engine, "before_cursor_execute", watch)
+        try:
+            await publish(hub, 3)
+            unchanged = [_what(s)[0] for s in sent]
+            sent.clear()
+            await channel(other, "added")
+            (result, *_) = await publish(hub, 2)
+            changed = [_what(s)[0] for s in sent]
+        finally:
+            event.remove(hub.store.sync_engine, "before_cursor_execute", watch)
+        assert not any(unchanged), unchanged
+        assert changed.count(True) == 1, changed
+        assert len(result.deliveries) == 2
