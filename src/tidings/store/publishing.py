@@ -38,18 +38,7 @@ def publish_events(
     rows are built from what was sent, which is what a thousand-event batch spends least on.
     """
     if dialect_for(conn).publish_in_one_statement:
-        if known is not None and among is None:
-            for _ in range(STALE_TRIES):
-                seen = known.seen or known.read(conn)
-                if seen is None:
-                    break
-                done = _publish_at_once(conn, clock, inputs, seen[1], seen[0])
-                if done is not None:
-                    return done
-                known.forget()  # the channels changed since they were read
-        at_once = _publish_at_once(conn, clock, inputs, _channels(conn, among), None)
-        assert at_once is not None  # an unguarded statement always goes in
-        return at_once
+        return _in_one_statement(conn, clock, inputs, among, known)
     if known is not None and among is None:
         all_channels = known.current(conn)
     else:
@@ -80,6 +69,29 @@ def publish_events(
         else:  # E2: the key names one logical event; answer with the first
             results.append(_existing(conn, key))
     return results
+
+
+def _in_one_statement(
+    conn: Connection,
+    clock: TxClock,
+    inputs: Sequence[EventInput],
+    among: Collection[int] | None,
+    known: KnownChannels | None,
+) -> list[PublishResult]:
+    """PostgreSQL: planned from the known channels, the statement checking they are still
+    the same; after STALE_TRIES changed under it (or with `among`), from channels read now."""
+    if known is not None and among is None:
+        for _ in range(STALE_TRIES):
+            seen = known.seen or known.read(conn)
+            if seen is None:
+                break
+            done = _publish_at_once(conn, clock, inputs, seen[1], seen[0])
+            if done is not None:
+                return done
+            known.forget()  # the channels changed since they were read
+    at_once = _publish_at_once(conn, clock, inputs, _channels(conn, among), None)
+    assert at_once is not None  # an unguarded statement always goes in
+    return at_once
 
 
 def _channels(conn: Connection, among: Collection[int] | None) -> list[Channel]:
