@@ -10,7 +10,8 @@ stored are left out by the join with the rows actually inserted.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+import operator
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -37,7 +38,6 @@ EVENT_COLUMNS = (
     "traceparent",
 )
 _JSON_COLUMNS = frozenset({"labels", "data"})
-_SEVERITY_TEXT = {severity: severity.value for severity in Severity}
 
 
 @dataclass(frozen=True)
@@ -108,19 +108,24 @@ def publish(
 def event_columns(items: Sequence[EventInput]) -> dict[str, list[Any]]:
     """The events as the statement's text arrays, one per column of EVENT_COLUMNS; JSON
     documents travel as text (cast back by the server), as in `insert_rows`."""
-    return {
-        "kind": [i.kind for i in items],
-        "subject": [i.subject for i in items],
-        "severity": [_SEVERITY_TEXT[i.severity] for i in items],
-        "title": [i.title for i in items],
-        "body": [i.body for i in items],
-        "url": [i.url for i in items],
-        "labels": [jsontext.dumps(i.labels).decode() for i in items],
-        "data": [jsontext.dumps(i.data).decode() for i in items],
-        "tenant": [i.tenant for i in items],
-        "idempotency_key": [i.idempotency_key for i in items],
-        "traceparent": [i.traceparent for i in items],
-    }
+    columns: dict[str, list[Any]] = {}
+    for name in EVENT_COLUMNS:
+        values = list(map(operator.attrgetter(name), items))
+        as_text = _AS_TEXT.get(name)
+        columns[name] = values if as_text is None else list(map(as_text, values))
+    return columns
+
+
+def _json_text(document: Any) -> str:
+    return jsontext.dumps(document).decode()
+
+
+#: How a column's value becomes the text its array carries, where it is not text already.
+_AS_TEXT: dict[str, Callable[[Any], Any]] = {
+    "severity": {severity: severity.value for severity in Severity}.__getitem__,
+    "labels": _json_text,
+    "data": _json_text,
+}
 
 
 @functools.cache
