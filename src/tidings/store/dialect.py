@@ -148,6 +148,21 @@ class Dialect:
             self.insert_attempts(conn, attempts, attempt_rows)
         return changed
 
+    def changed_with_attempts(
+        self,
+        conn: Connection,
+        update: Update,
+        params: dict[str, Any],
+        attempts: Table,
+        attempt_rows: Sequence[dict[str, Any]],
+    ) -> list[int]:
+        """Run a fenced outcome's UPDATE and write its attempt rows; the ids of the rows
+        changed."""
+        changed = list(conn.execute(update.returning(update.table.c.id), params).scalars())
+        if attempt_rows:
+            self.insert_attempts(conn, attempts, attempt_rows)
+        return changed
+
     def for_update(self, stmt: Select[Any], *, skip_locked: bool = False) -> Select[Any]:
         """`stmt` locking the rows it reads until commit, where rows can be locked."""
         return stmt.with_for_update(skip_locked=skip_locked) if self.row_locks else stmt

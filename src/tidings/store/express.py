@@ -15,16 +15,16 @@ from __future__ import annotations
 
 import functools
 import secrets
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import (
     BigInteger,
-    BindParameter,
     Float,
+    Integer,
     Select,
     Text,
-    any_,
     bindparam,
     cast,
     exists,
@@ -36,6 +36,7 @@ from sqlalchemy import (
     type_coerce,
     update,
 )
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import Connection
 
 from tidings.core import jsontext
@@ -60,11 +61,39 @@ d = deliveries
 CHANNEL_UPDATED_AT = "channel_updated_at_"
 #: The leased row's event columns, beside it.
 EVENT_PREFIX = "ev_"
+#: Express claims one statement takes at most (each of up to a claim's size).
+MAX_ASKS = 64
+#: Statements of gathered express claims one process runs at once: a quiet channel's claim
+#: need not wait for a backlog's claim of hundreds of rows to come back.
+GROUPS_IN_FLIGHT = 2
+
+
+@dataclass(frozen=True)
+class Ask:
+    """One caller's express claim: up to `limit` due rows of `channel` (the caller's copy;
+    a changed one is read again), leased to `owner` for `lease_s`."""
+
+    channel: Channel
+    limit: int
+    lease_s: float
+    owner: str
+    known: Mapping[int, Event] | None = None
+
+
+def may_serve(channel: Channel, limit: int) -> bool:
+    """Whether the caller's copy of `channel` may be claimed express at all (the statement
+    checks the stored channel again)."""
+    return (
+        limit > 0
+        and channel.mode is Mode.REALTIME
+        and channel.rate_per_min <= 0
+        and not channel.max_age_s
+    )
 
 
 def claim_express(
     conn: Connection,
-    _clock: TxClock,
+    clock: TxClock,
     channel: Channel,
     limit: int,
     lease_s: float,
@@ -72,27 +101,75 @@ def claim_express(
     known: Mapping[int, Event] | None = None,
 ) -> Claim | None:
     """Lease up to `limit` due rows of `channel` in one statement, or None (nothing leased:
-    make the full claim). `channel` is the caller's copy; a changed one is read again."""
-    if not dialect_for(conn).express_claims or limit <= 0:
-        return None
-    if channel.mode is not Mode.REALTIME or channel.rate_per_min > 0 or channel.max_age_s:
-        return None
-    token = secrets.token_hex(16)
-    params = {"channel": channel.id, "limit": limit, "lease_s": lease_s}
-    taken = conn.execute(_statement(), params | {"token": token, "owner": owner}).mappings().all()
-    if not taken:
-        return None
+    make the full claim)."""
+    (claim,) = claim_many(conn, clock, [Ask(channel, limit, lease_s, owner, known)])
+    return claim
+
+
+def claim_many(conn: Connection, _clock: TxClock, asks: Sequence[Ask]) -> list[Claim | None]:
+    """Each ask's claim, or None where it leased nothing: the asks of many channels in one
+    statement (a dispatcher with ten thousand small channels claims for dozens at a time).
+    Asks that cannot share one (the same channel twice, another owner or lease) go in the
+    next statement; every statement is atomic on its own."""
+    answers: list[Claim | None] = [None] * len(asks)
+    if not dialect_for(conn).express_claims:
+        return answers
+    pending = [n for n, ask in enumerate(asks) if may_serve(ask.channel, ask.limit)]
+    while pending:
+        first = asks[pending[0]]
+        together: dict[int, int] = {}  # channel id -> the ask's position
+        later: list[int] = []
+        for n in pending:
+            ask = asks[n]
+            shared = (ask.owner, ask.lease_s) == (first.owner, first.lease_s)
+            if shared and ask.channel.id not in together:
+                together[ask.channel.id] = n
+            else:
+                later.append(n)
+        for n, claim in _claim_together(conn, [(n, asks[n]) for n in together.values()]):
+            answers[n] = claim
+        pending = later
+    return answers
+
+
+def _claim_together(conn: Connection, asks: list[tuple[int, Ask]]) -> Iterator[tuple[int, Claim]]:
+    """One statement for asks of distinct channels, one owner and one lease: each ask's
+    claim, by its position, where it leased rows."""
+    tokens = [secrets.token_hex(16) for _ in asks]
+    _, first = asks[0]
+    params = {
+        "channels": [ask.channel.id for _, ask in asks],
+        "limits": [ask.limit for _, ask in asks],
+        "tokens": tokens,
+        "lease_s": first.lease_s,
+        "owner": first.owner,
+    }
+    taken: dict[str, list[Mapping[Any, Any]]] = {}
+    for row in conn.execute(_statement(), params).mappings():
+        taken.setdefault(row["lease_token"], []).append(row)
+    for token, (n, ask) in zip(tokens, asks, strict=True):
+        found = taken.get(token)
+        if found:
+            claim = _claim_of(conn, ask, token, found)
+            if claim is not None:
+                yield n, claim
+
+
+def _claim_of(
+    conn: Connection, ask: Ask, token: str, taken: list[Mapping[Any, Any]]
+) -> Claim | None:
+    channel = ask.channel
     if taken[0][CHANNEL_UPDATED_AT] != channel.updated_at:
         current = load_channel(conn, channel.id)
         if current is None:  # deleted since: its rows went with it
             return None
         channel = current
-    known = known or {}
+    known = ask.known or {}
     items = sorted(
         (ClaimedDelivery(rows.delivery(r), _event(r, known)) for r in taken),
         key=lambda item: item.delivery.id,
     )
-    return Claim(token, owner, channel, items, items[0].delivery.next_attempt_at)
+    return Claim(token, ask.owner, channel, items, items[0].delivery.next_attempt_at)
 
 
 def _event(row: Mapping[Any, Any], known: Mapping[int, Event]) -> Event:
@@ -109,20 +186,35 @@ def _event(row: Mapping[Any, Any], known: Mapping[int, Event]) -> Event:
 
 @functools.cache
 def _statement() -> Select[Any]:
-    """`WITH ch (the channel, if the express claim may serve it), picked (its due pending
-    rows, locked), taken (UPDATE … RETURNING) SELECT taken.*, ch.updated_at`. Built once."""
-    cid: BindParameter[int] = bindparam("channel", type_=BigInteger)
+    """`WITH asked (channel, limit, token per ask), ch (the asked channels the express claim
+    may serve), picked (each one's due pending rows, locked), taken (UPDATE … RETURNING)
+    SELECT taken.*, ch.updated_at, the events`. Built once."""
+    asked = (
+        func.unnest(
+            bindparam("channels", type_=ARRAY(BigInteger)),
+            bindparam("limits", type_=ARRAY(Integer)),
+            bindparam("tokens", type_=ARRAY(Text)),
+        )
+        .table_valued("channel_id", "size", "token")
+        .render_derived()
+        .alias("asked")
+    )
     now = func.now()
-    paused = exists().where(rate_buckets.c.channel_id == cid, rate_buckets.c.paused_until > now)
-    unhealthy = exists().where(channel_health.c.channel_id == cid)  # a healthy one has no row
+    paused = exists().where(
+        rate_buckets.c.channel_id == channels.c.id, rate_buckets.c.paused_until > now
+    )
+    unhealthy = exists().where(channel_health.c.channel_id == channels.c.id)  # healthy: no row
     ch = (
         select(
+            asked.c.channel_id,
+            asked.c.size,
+            asked.c.token,
             channels.c.updated_at,
             # The claim's commit skips waiting for its WAL flush (local to this statement).
             func.set_config("synchronous_commit", "off", True).label("relaxed"),
         )
+        .select_from(asked.join(channels, channels.c.id == asked.c.channel_id))
         .where(
-            channels.c.id == cid,
             channels.c.enabled,
             channels.c.mode == Mode.REALTIME.value,
             channels.c.rate_per_min <= 0,
@@ -131,18 +223,23 @@ def _statement() -> Select[Any]:
             not_(unhealthy),
         )
         .cte("ch")
+        .prefix_with("MATERIALIZED")
     )
-    picked = (
+    due = (
         select(d.c.id)
         .where(
-            d.c.channel_id == cid,
+            d.c.channel_id == ch.c.channel_id,
             guard("claim", now=now),
             state_in([State.PENDING]),
-            exists(select(ch.c.updated_at)),
         )
         .order_by(d.c.next_attempt_at, d.c.id)
-        .limit(bindparam("limit"))
+        .limit(ch.c.size)
         .with_for_update(skip_locked=True)
+        .lateral("due")
+    )
+    picked = (
+        select(due.c.id, ch.c.token)
+        .select_from(ch.join(due, true()))
         .cte("picked")
         .prefix_with("MATERIALIZED")
     )
@@ -151,12 +248,12 @@ def _statement() -> Select[Any]:
     )
     taken = (
         update(d)
-        .where(d.c.id == any_(func.array(select(picked.c.id).scalar_subquery())))
+        .where(d.c.id == picked.c.id)
         .values(
             state=target("claim"),
             attempts=d.c.attempts + 1,
             next_attempt_at=type_coerce(lease_end, UTCDateTime),
-            lease_token=bindparam("token"),
+            lease_token=picked.c.token,
             lease_owner=bindparam("owner"),
         )
         .returning(*d.c)
@@ -171,6 +268,6 @@ def _statement() -> Select[Any]:
     ]
     return (
         select(taken, updated_at, *event_columns)
-        .select_from(taken.join(ch, true()))
+        .select_from(taken.join(ch, ch.c.channel_id == taken.c.channel_id))
         .join(events, events.c.id == taken.c.event_id)
     )

@@ -10,10 +10,22 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, Update, case, select, update
+from sqlalchemy import (
+    BigInteger,
+    ColumnElement,
+    Text,
+    Update,
+    bindparam,
+    case,
+    func,
+    select,
+    update,
+)
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection
 
 from tidings.core import ratelimit
@@ -30,6 +42,8 @@ from tidings.store.schema import attempts, channels, deliveries
 from tidings.store.transitions import guard, target
 
 d = deliveries
+#: Claims whose delivered rows one statement marks sent at most.
+MAX_SENT_CLAIMS = 64
 
 
 def attempt_row(r: AttemptRecord) -> dict[str, Any]:
@@ -68,19 +82,72 @@ def mark_sent(
     return _write(conn, dialect, stmt, params, records)
 
 
+@dataclass(frozen=True)
+class Sent:
+    """One claim's delivered rows and their attempt rows (O1)."""
+
+    token: str
+    ids: Sequence[int]
+    records: Sequence[AttemptRecord] = ()
+
+
+def mark_sent_many(conn: Connection, clock: TxClock, claims: Sequence[Sent]) -> list[int]:
+    """O1 for the delivered rows of many claims, each fenced by its own token, in one
+    statement: rows changed per claim."""
+    ids: list[int] = []
+    tokens: list[str] = []
+    records: list[dict[str, Any]] = []
+    for claim in claims:
+        ids.extend(claim.ids)
+        tokens.extend([claim.token] * len(claim.ids))
+        records.extend(attempt_row(r) for r in claim.records)
+    dialect = dialect_for(conn)
+    if not dialect.outcome_in_one_statement:
+        return [mark_sent(conn, clock, c.token, c.ids, c.records) for c in claims]
+    if not ids:
+        return [0] * len(claims)
+    params = {"ids": ids, "tokens": tokens, **clock.now_param()}
+    stmt = _sent_many_statement(clock.unread)
+    changed = set(dialect.changed_with_attempts(conn, stmt, params, attempts, records))
+    return [sum(1 for i in claim.ids if i in changed) for claim in claims]
+
+
+@functools.cache
+def _sent_many_statement(database_clock: bool) -> Update:
+    """`UPDATE … FROM unnest(:ids, :tokens)`: each row fenced by its own claim's token."""
+    asked = (
+        func.unnest(
+            bindparam("ids", type_=postgresql.ARRAY(BigInteger)),
+            bindparam("tokens", type_=postgresql.ARRAY(Text)),
+        )
+        .table_valued("id", "token")
+        .render_derived()
+        .alias("asked")
+    )
+    return (
+        update(d)
+        .where(d.c.id == asked.c.id, guard("mark_sent", token=asked.c.token))
+        .values(_sent_values(database_clock))
+    )
+
+
 @functools.cache
 def _sent_statement(dialect: Dialect, database_clock: bool) -> Update:
     """Built once per shape, its values bound at execution."""
     return (
         update(d)
         .where(dialect.ids_param(d.c.id, "ids"), guard("mark_sent"))
-        .values(
-            state=target("mark_sent"),
-            sent_at=prepared_now(database_clock),
-            last_error=None,
-            failure=None,
-        )
+        .values(_sent_values(database_clock))
     )
+
+
+def _sent_values(database_clock: bool) -> dict[str, Any]:
+    return {
+        "state": target("mark_sent"),
+        "sent_at": prepared_now(database_clock),
+        "last_error": None,
+        "failure": None,
+    }
 
 
 def schedule_retry(

@@ -77,6 +77,15 @@ class Store(Operations, AdminWrites, Reads):
             max_items=group_commit.MAX_GROUP,
             in_flight=group_commit.GROUPS_IN_FLIGHT,
         )
+        #: Express claims of this process, one statement for those asked at once.
+        self._express: Gathered[express.Ask, Claim | None] = Gathered(
+            self._express_group, max_items=express.MAX_ASKS, in_flight=express.GROUPS_IN_FLIGHT
+        )
+        #: Delivered rows of this process's claims (O1), one statement for those that
+        #: finished sending at once.
+        self._sent: Gathered[outcomes.Sent, int] = Gathered(
+            self._sent_group, max_items=outcomes.MAX_SENT_CLAIMS, in_flight=2
+        )
 
     # -- schema ---------------------------------------------------------------------------
 
@@ -215,18 +224,15 @@ class Store(Operations, AdminWrites, Reads):
         known_events: Events | None = None,
     ) -> Claim | None:
         """A realtime claim in one statement where the database allows it and `channel` (the
-        caller's copy, checked again) needs no more; None: make the full `claim_realtime`."""
-        if not self.dialect.express_claims:
+        caller's copy, checked again) needs no more; None: make the full `claim_realtime`.
+        Concurrent express claims (a dispatcher's many small channels) share a statement."""
+        if not self.dialect.express_claims or not express.may_serve(channel, limit):
             return None
-        return await self._run(
-            express.claim_express,
-            channel,
-            limit,
-            lease_s,
-            owner,
-            known_events,
-            one_statement=True,
-        )
+        return await self._express(express.Ask(channel, limit, lease_s, owner, known_events))
+
+    async def _express_group(self, asks: list[express.Ask]) -> list[Claim | Exception | None]:
+        claims = await self._run(express.claim_many, asks, one_statement=True)
+        return list(claims)
 
     async def digest_due(self, channel_id: int, *, now: datetime | None = None) -> bool:
         return await self._run(claims.digest_due, channel_id, now=now, read_only=True)
@@ -273,7 +279,13 @@ class Store(Operations, AdminWrites, Reads):
         *,
         now: datetime | None = None,
     ) -> int:
-        return await self._outcome(outcomes.mark_sent, token, ids, attempts, now=now)
+        if now is not None or not self.dialect.outcome_in_one_statement:
+            return await self._outcome(outcomes.mark_sent, token, ids, attempts, now=now)
+        return await self._sent(outcomes.Sent(token, ids, attempts))
+
+    async def _sent_group(self, claims: list[outcomes.Sent]) -> list[int | Exception]:
+        changed = await self._run(outcomes.mark_sent_many, claims, one_statement=True)
+        return list(changed)
 
     async def schedule_retry(
         self,
