@@ -68,6 +68,46 @@ async def test_a_channel_with_nothing_waiting_claims_in_the_room_kept_for_others
     await asyncio.gather(busy, late, return_exceptions=True)
 
 
+async def test_a_quiet_claim_asks_for_its_share_so_every_quiet_place_can_claim() -> None:
+    gate = ClaimGate(ahead=1000, fresh_at_once=16)
+    gate.leased(1500, channel_id=1, asked=500)  # a backlog filled the gate and one claim more
+    sizes: list[int] = []
+    hold = asyncio.Event()
+
+    async def quiet(channel_id: int) -> None:
+        async with gate.claim(channel_id, 500) as size:
+            sizes.append(size)
+            await hold.wait()
+
+    tasks = [asyncio.create_task(quiet(100 + i)) for i in range(16)]
+    await _let_run()
+    # All sixteen quiet places claim at once in the room the backlog left (500 rows).
+    assert sizes == [gate.fresh_share] * 16
+    assert 16 * gate.fresh_share <= 500
+    hold.set()
+    await asyncio.wait_for(asyncio.gather(*tasks), 1)
+
+
+async def test_a_channel_whose_claim_came_back_full_is_busy_until_one_comes_back_short() -> None:
+    gate = ClaimGate(ahead=10)
+    gate.leased(10, channel_id=1, asked=10).release()  # full, and every row went to a send
+    gate.leased(10, channel_id=2)  # another channel's rows fill the gate
+    log: list[str] = []
+    go = asyncio.Event()
+    go.set()
+    # Nothing of it waits, yet it is busy: it waits below `ahead` like a backlog, and does
+    # not take the room kept for quiet channels.
+    busy = asyncio.create_task(_entered(gate, log, "busy", go, channel_id=1))
+    await _let_run()
+    assert log == []
+    busy.cancel()
+    await asyncio.gather(busy, return_exceptions=True)
+    gate.leased(3, channel_id=1, asked=10).release()  # short: quiet again
+    await asyncio.wait_for(_entered(gate, log, "quiet", go, channel_id=1), 1)
+    gate.found_nothing(1)
+    assert log == ["quiet"]
+
+
 async def test_at_most_at_once_claims_run_and_the_rest_take_turns_in_order() -> None:
     gate = ClaimGate(ahead=100, at_once=2, fresh_at_once=2)
     log: list[str] = []

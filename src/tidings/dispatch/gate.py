@@ -7,10 +7,14 @@ rows sit leased for as long as it takes to send everything before them. The gate
 few claims run at a time, and only while the rows already leased and still waiting for a
 send slot are fewer than `ahead`; past it, claims wait for sends to catch up.
 
-A channel with no rows waiting may claim while fewer than twice `ahead` wait, and has
-claim places of its own: room kept for the channels other than a busy one, so a quiet
-channel's one message is neither leased only after a backlog's next claim has gone out,
-nor queued behind the claims of a hundred other quiet channels' messages.
+A quiet channel (no rows waiting, and its last claim took less than it asked for) may
+claim while fewer than twice `ahead` wait, and has claim places of its own: room kept for
+the channels other than a busy one, so a quiet channel's one message is neither leased
+only after a backlog's next claim has gone out, nor queued behind the claims of a hundred
+other quiet channels' messages. A quiet claim asks for at most its share of the room that
+busy channels leave (they fill it up to `ahead` and one claim more), so that all of those
+places can claim at once; a channel whose claim came back full is busy from then on, until
+a claim comes back short, and never takes the quiet channels' places.
 """
 
 from __future__ import annotations
@@ -42,6 +46,10 @@ class ClaimGate:
         self._by_channel: Counter[int] = Counter()
         self._claiming = asyncio.Semaphore(at_once)
         self._fresh = asyncio.Semaphore(fresh_at_once)
+        #: The most rows one quiet channel's claim asks for: its share of half of `ahead`.
+        self.fresh_share = max(1, ahead // (2 * fresh_at_once))
+        #: Channels whose last claim took all it asked for.
+        self._busy: set[int] = set()
         #: Set when room may have come (each waiter checks its own).
         self._changed = asyncio.Event()
         #: Claims of channels with nothing waiting that wait for room.
@@ -52,13 +60,14 @@ class ClaimGate:
         """Hold one of the claim places once there is room for `channel_id`, and answer how
         many of the `rows` asked for the claim may take; claimers take turns in order.
 
-        A channel with rows waiting may take them all once fewer than `ahead` wait. One with
-        none takes at most what is left of twice `ahead`, held for it until the block ends
+        A busy channel, or one with rows waiting, may take them all once fewer than `ahead`
+        wait. A quiet one takes at most its share (`fresh_share`) of what is left of twice
+        `ahead`, held for it until the block ends
         (by then `leased` counts what it took): however many such claims run together, they
         never lease more than that."""
-        fresh = self._by_channel[channel_id] == 0
+        fresh = self._by_channel[channel_id] == 0 and channel_id not in self._busy
         async with self._fresh if fresh else self._claiming:
-            while (room := self._room(channel_id, rows)) <= 0:
+            while (room := self._room(rows, fresh)) <= 0:
                 self._changed.clear()
                 self._fresh_waiting += fresh
                 try:
@@ -73,16 +82,27 @@ class ClaimGate:
                 self.waiting -= held
                 self._changed.set()
 
-    def _room(self, channel_id: int, rows: int) -> int:
-        if self._by_channel[channel_id]:
+    def _room(self, rows: int, fresh: bool) -> int:
+        if not fresh:
             return rows if self.waiting < self.ahead else 0
-        return min(rows, RESERVED_FACTOR * self.ahead - self.waiting)
+        return min(rows, self.fresh_share, RESERVED_FACTOR * self.ahead - self.waiting)
 
-    def leased(self, rows: int, channel_id: int = 0) -> Queued:
-        """Count a claim's rows in; each leaves through the answer when it goes to a send."""
+    def leased(self, rows: int, channel_id: int = 0, asked: int | None = None) -> Queued:
+        """Count a claim's rows in; each leaves through the answer when it goes to a send.
+        `asked`: what the claim asked for (a claim that took it all makes the channel busy;
+        one that took less, quiet)."""
+        if asked is not None:
+            if rows >= asked:
+                self._busy.add(channel_id)
+            else:
+                self._busy.discard(channel_id)
         self.waiting += rows
         self._by_channel[channel_id] += rows
         return Queued(self, rows, channel_id)
+
+    def found_nothing(self, channel_id: int) -> None:
+        """A claim of the channel leased nothing: it is quiet."""
+        self._busy.discard(channel_id)
 
     def _left(self, rows: int, channel_id: int) -> None:
         self.waiting -= rows

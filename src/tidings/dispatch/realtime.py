@@ -121,8 +121,9 @@ async def _claim_next(ctx: JobContext, channel: Channel) -> Claimed | None:
         claim, express = await _claim(ctx, channel, size, sweep)
         ctx.events.remember(claim)
         if claim is None:
+            ctx.gate.found_nothing(channel.id)
             return None
-        queued = ctx.gate.leased(len(claim), channel.id)
+        queued = ctx.gate.leased(len(claim), channel.id, size)
     if ctx.metrics:
         ctx.metrics.claimed("realtime", len(claim))
     if tracing.active():
