@@ -8,7 +8,8 @@ rows, or a channel that needs the full claim's checks) answers None, and the cal
 the full claim. Rows of a lease that ran out are left to it too (their audit rows), as are
 the sweep's rows (C2, O5). One round trip, events included, where the full claim makes six,
 and the claim's commit does not wait for the WAL flush (a claim lost in a crash is re-sent,
-never lost).
+never lost). The store gathers the express claims asked at once, of many channels, into
+one statement (`claim_many`), each claim under its own token.
 """
 
 from __future__ import annotations
@@ -89,21 +90,6 @@ def may_serve(channel: Channel, limit: int) -> bool:
         and channel.rate_per_min <= 0
         and not channel.max_age_s
     )
-
-
-def claim_express(
-    conn: Connection,
-    clock: TxClock,
-    channel: Channel,
-    limit: int,
-    lease_s: float,
-    owner: str,
-    known: Mapping[int, Event] | None = None,
-) -> Claim | None:
-    """Lease up to `limit` due rows of `channel` in one statement, or None (nothing leased:
-    make the full claim)."""
-    (claim,) = claim_many(conn, clock, [Ask(channel, limit, lease_s, owner, known)])
-    return claim
 
 
 def claim_many(conn: Connection, _clock: TxClock, asks: Sequence[Ask]) -> list[Claim | None]:
