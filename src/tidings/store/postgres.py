@@ -132,9 +132,7 @@ class PostgresDialect(Dialect):
         and COMMIT, one round trip where UPDATE, INSERT, BEGIN and COMMIT were four."""
         if not attempt_rows:
             return super().update_with_attempts(conn, update, params, attempts, attempt_rows)
-        stmt = _logged(update, attempts)
-        doc = jsontext.dumps(list(attempt_rows)).decode()
-        return int(conn.execute(stmt, {**params, ROWS_PARAM: doc}).scalar_one())
+        return len(self.changed_with_attempts(conn, update, params, attempts, attempt_rows))
 
     def changed_with_attempts(
         self,
@@ -324,18 +322,9 @@ def _lease_statement(shape: LeaseShape) -> Select[Any]:
 
 
 @functools.lru_cache(maxsize=64)
-def _logged(update: Update, attempts: Table) -> Select[Any]:
-    """`WITH changed AS (update RETURNING id), logged AS (INSERT attempts …) SELECT count(*)`.
-    Remembered per statement: the hot outcomes' statements are built once."""
-    names = tuple(c.name for c in attempts.c if c.name != "id")
-    changed = update.returning(deliveries.c.id).cte("changed")
-    logged = _attempts_insert(attempts, names)
-    return select(func.count()).select_from(changed).add_cte(logged.cte("logged"))
-
-
-@functools.lru_cache(maxsize=8)
 def _logged_ids(update: Update, attempts: Table) -> Select[Any]:
-    """`WITH changed AS (update RETURNING id), logged AS (INSERT attempts …) SELECT id`."""
+    """`WITH changed AS (update RETURNING id), logged AS (INSERT attempts …) SELECT id`.
+    Remembered per statement: the hot outcomes' statements are built once."""
     names = tuple(c.name for c in attempts.c if c.name != "id")
     changed = update.returning(deliveries.c.id).cte("changed")
     logged = _attempts_insert(attempts, names)
