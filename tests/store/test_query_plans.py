@@ -43,6 +43,8 @@ async def _lease_sql(hub: tidings.Hub) -> tuple[str, Any]:
 
 
 def _literal(value: Any) -> str:
+    if isinstance(value, list | tuple):
+        return "ARRAY[" + ", ".join(_literal(v) for v in value) + "]"
     if isinstance(value, datetime):
         return f"'{value.isoformat()}'::timestamptz"
     if isinstance(value, int | float):
@@ -137,6 +139,26 @@ async def test_a_digest_claim_reads_live_rows_in_id_order(hub: tidings.Hub) -> N
         assert "Sort" not in plan, plan
         # The rows taken are updated through the primary key, not by joining a table scan.
         assert "Index Cond: (id = ANY" in plan, plan
+
+
+async def test_an_express_claim_updates_its_rows_by_primary_key(hub: tidings.Hub) -> None:
+    # One channel holds most of the table (a backlog) when the statistics are taken, so a
+    # generic plan expects an express claim of any channel to take a tenth of it: joined
+    # to a scan of every delivery, a quiet channel's claim of one row took ~30 ms.
+    if hub.store.backend != "postgresql":
+        pytest.skip("express claims are PostgreSQL's")
+    await channel(hub, "backlog", rate_per_min=0, tenant="busy")
+    await publish(hub, 300, tenant="busy")
+    async with hub.store.engine.begin() as conn:
+        await conn.exec_driver_sql("ANALYZE deliveries")
+    quiet = await channel(hub, "quiet", rate_per_min=0, tenant="quiet")
+    await publish(hub, 2, tenant="quiet")
+    sql, params = await _captured(
+        hub, "lease_token", lambda: hub.store.claim_express(quiet, 10, 60, "w")
+    )
+    plan = await _plan(hub, sql, params)
+    assert "Index Cond: (id = ANY" in plan, plan
+    assert "Seq Scan on deliveries" not in plan, plan
 
 
 async def test_looking_for_due_channels_reads_the_claim_index(hub: tidings.Hub) -> None:
