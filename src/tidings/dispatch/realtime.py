@@ -56,6 +56,8 @@ async def run_realtime(ctx: JobContext, channel: Channel) -> bool:
             # Released when the task ends however it ends (even cancelled before it ran).
             task.add_done_callback(functools.partial(_release, claimed.queued))
             running.add(task)
+            if claimed.sweep:
+                running.add(asyncio.create_task(_sweep(ctx, channel)))
             if len(claimed.claim) < claimed.asked:
                 if channel.rate_per_min <= 0:
                     # A short claim took what was due: finish it and end the job. Rows that
@@ -106,6 +108,8 @@ class Claimed:
     asked: int
     #: An express claim: it saw the channel's breaker closed.
     express: bool
+    #: The channel's sweep is due and was left out of the claim: it runs beside the sends.
+    sweep: bool = False
 
 
 async def _claim_next(ctx: JobContext, channel: Channel) -> Claimed | None:
@@ -118,7 +122,7 @@ async def _claim_next(ctx: JobContext, channel: Channel) -> Claimed | None:
         now = ctx.clock.monotonic()
         started_ns = tracing.now_ns()
         sweep = sweep_due(ctx, channel, now)
-        claim, express = await _claim(ctx, channel, size, sweep)
+        claim, express, sweep_after = await _claim(ctx, channel, size, sweep)
         ctx.events.remember(claim)
         if claim is None:
             ctx.gate.found_nothing(channel.id)
@@ -129,25 +133,29 @@ async def _claim_next(ctx: JobContext, channel: Channel) -> Claimed | None:
     if tracing.active():
         tracing.claimed(claim, started_ns)
     # `now` was read before the claim asked, so the lease ends after `now + lease_s`.
-    return Claimed(claim, now + ctx.lease_s, queued, size, express)
+    return Claimed(claim, now + ctx.lease_s, queued, size, express, sweep_after)
 
 
 async def _claim(
     ctx: JobContext, channel: Channel, size: int, sweep: bool
-) -> tuple[Claim | None, bool]:
-    """The express claim where it serves (one round trip), else the full claim; the full
-    one when the channel's sweep is due, unless this dispatcher never swept it: its first
-    claim goes express too, and the sweep comes with a later full claim (the express claim
-    leases no row a sweep would end). True with an express claim."""
+) -> tuple[Claim | None, bool, bool]:
+    """The express claim where it serves (one round trip), else the full claim; and whether
+    it was express, and whether the channel's due sweep was left out of it.
+
+    A due sweep does not hold up the claim: with an express claim it runs beside the sends
+    (the express claim leases no row a sweep would end). On a trickle of single events a
+    sweep in the claim, every few seconds, was a full claim's round trips on one event in
+    five. Only when the express claim serves nothing does the full claim sweep first (a
+    lost lease's rows are the full claim's to take). A dispatcher's first claim of a
+    channel goes express too, its sweep coming with a later claim."""
     first = channel.id not in ctx.swept_at
-    if not sweep or first:
-        claim = await ctx.store.claim_express(
-            channel, size, ctx.lease_s, ctx.worker_id, known_events=ctx.events.known
-        )
-        if claim is not None:
-            if first:
-                ctx.swept_at[channel.id] = ctx.clock.monotonic()
-            return claim, True
+    claim = await ctx.store.claim_express(
+        channel, size, ctx.lease_s, ctx.worker_id, known_events=ctx.events.known
+    )
+    if claim is not None:
+        if first or sweep:
+            ctx.swept_at[channel.id] = ctx.clock.monotonic()
+        return claim, True, sweep and not first
     claim = await ctx.store.claim_realtime(
         channel.id,
         size,
@@ -158,7 +166,13 @@ async def _claim(
     )
     if sweep:
         ctx.swept_at[channel.id] = ctx.clock.monotonic()
-    return claim, False
+    return claim, False, False
+
+
+async def _sweep(ctx: JobContext, channel: Channel) -> None:
+    """The channel's sweep (C2, O5), beside its sends: lost leases released, spent and
+    expired rows ended. Rows it releases fall due at once; the job's end looks again."""
+    await ctx.store.sweep(channel.id)
 
 
 def _refill_s(channel: Channel) -> float:
