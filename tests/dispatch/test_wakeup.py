@@ -44,6 +44,34 @@ async def test_hints_add_up_until_taken_and_none_means_every_channel(
     assert wakeup.take_hint() is None
 
 
+async def test_a_ring_answers_at_once_without_news_and_news_wins_over_it(
+    hub: tidings.Hub,
+) -> None:
+    wakeup = Wakeup(hub.store)
+    waiter = asyncio.create_task(wakeup.wait(30))
+    await asyncio.sleep(0.01)
+    wakeup.ring()  # a job ended: the sleeper looks, it was not told of new work
+    assert await asyncio.wait_for(waiter, 1) is False
+    wakeup.ring()  # rung while nobody waited: the next wait answers at once
+    assert await asyncio.wait_for(wakeup.wait(30), 1) is False
+    wakeup.ring()
+    wakeup.notify(frozenset({3}))
+    assert await asyncio.wait_for(wakeup.wait(30), 1) is True
+    assert wakeup.take_hint() == frozenset({3})
+    assert not await wakeup.wait(0.01)  # both answered
+
+
+async def test_a_wake_up_from_the_loop_s_own_thread_is_in_before_the_next_turn(
+    hub: tidings.Hub,
+) -> None:
+    wakeup = Wakeup(hub.store)
+    waiter = asyncio.create_task(wakeup.wait(30))
+    await asyncio.sleep(0.01)
+    wakeup.notify(frozenset({5}))
+    assert wakeup.take_hint() == frozenset({5})  # not queued behind a turn of the loop
+    assert await asyncio.wait_for(waiter, 1) is True
+
+
 async def test_a_wake_up_whose_waiter_was_cancelled_is_not_lost(hub: tidings.Hub) -> None:
     wakeup = Wakeup(hub.store)
     waiter = asyncio.create_task(wakeup.wait(5))

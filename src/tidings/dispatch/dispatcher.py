@@ -117,8 +117,11 @@ class Dispatcher:
         #: of it resting): an embedding program, or a test, can await it.
         self.idle = asyncio.Event()
         self._jobs: dict[int, asyncio.Task[bool]] = {}
-        #: Set when a job ends, so the loop looks again (one event however many jobs run).
-        self._job_ended = asyncio.Event()
+        #: Set when a job ends, so the loop looks again (it rings the wake-up, once however
+        #: many jobs end).
+        self._job_ended = False
+        # While running: what the loop sleeps on, rung by a job's end and by a stop too.
+        self._wakeup: Wakeup | None = None
         self._resting: dict[int, float] = {}  # channel id -> monotonic time to look again
         # A run of the same job failure is said once a minute, not once a poll.
         self._failures = RepeatedFailures(SAME_FAILURE_EVERY_S, clock.monotonic)
@@ -144,11 +147,13 @@ class Dispatcher:
     def stop(self) -> None:
         """Stop claiming; in-flight sends get the grace period (W3). Safe from signal handlers."""
         self._stopping.set()
+        if self._wakeup is not None:
+            self._wakeup.ring()
 
     async def run(self) -> None:
         check_lease(self.config.lease_s, await self.store.largest_timeout())
         async with HttpClient(allowed_networks=self.config.allowed_networks) as http:
-            wakeup = Wakeup(self.store, self._notifier)
+            wakeup = self._wakeup = Wakeup(self.store, self._notifier)
             purger = Purger(
                 self.store,
                 self.config.retention_days,
@@ -163,6 +168,7 @@ class Dispatcher:
                 await self._loop(http, wakeup)
             finally:
                 await self._shutdown()
+                self._wakeup = None
                 await wakeup.close()
                 purging.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -267,7 +273,9 @@ class Dispatcher:
 
     def _job_done(self, channel: Channel, task: asyncio.Task[bool]) -> None:
         self._jobs.pop(channel.id, None)
-        self._job_ended.set()
+        if not self._job_ended and self._wakeup is not None:
+            self._wakeup.ring()
+        self._job_ended = True
         again = channel.id in self._again
         if again:  # named by a wake-up while it ran: it starts again at once
             self._again.discard(channel.id)
@@ -325,25 +333,20 @@ class Dispatcher:
         self._only_ended = False
         if not self._jobs:
             self.idle.set()
-        waiters = [asyncio.create_task(wakeup.wait(timeout))]
-        waiters.append(asyncio.create_task(self._stopping.wait()))
-        waiters.append(asyncio.create_task(self._job_ended.wait()))  # at once if one ended
         try:
-            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+            # Answers at once if a job ended, or a stop came, since the last sleep (rung).
+            woken = self._stopping.is_set() or await wakeup.wait(timeout)
         finally:
             self.idle.clear()
-            for waiter in waiters:
-                waiter.cancel()
-            await asyncio.gather(*waiters, return_exceptions=True)
-        if self._job_ended.is_set():
-            # Jobs that end together are looked at together: let the others finish first.
-            await asyncio.sleep(0)
-            self._job_ended.clear()
-        woken = waiters[0]
-        if not woken.done() or woken.cancelled():
-            self._only_ended = True  # a job ended (or a stop): no wake-up, no timeout
+        if not woken:
+            if self._job_ended:
+                # Jobs that end together are looked at together: let the others finish.
+                await asyncio.sleep(0)
+                self._job_ended = False
+                self._only_ended = True  # no news: a look may wait a little
             return None
-        if not woken.result():
+        self._job_ended = False
+        if self._stopping.is_set():
             return None
         hint = wakeup.take_hint()
         # New work announced: the channels it names (or all) may look again at once.

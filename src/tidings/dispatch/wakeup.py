@@ -38,16 +38,35 @@ class Wakeup:
         self._watch: asyncio.Task[None] | None = None
         # Channels named by the wake-ups since the last `take_hint`; None: look at them all.
         self._hint: set[int] | None = set()
+        # A wake-up not yet answered by `wait`, and a `ring` not yet answered.
+        self._news = False
+        self._rung = False
 
     def notify(self, hint: Hint = None) -> None:
-        """Safe from any thread (the sync facade publishes from another one)."""
-        self._loop.call_soon_threadsafe(self._woken, hint)
+        """Safe from any thread (the sync facade publishes from another one). On the loop's
+        own thread (a LISTEN callback, a publish in this process) the waiter is woken at
+        once rather than a turn of the loop later."""
+        try:
+            here = asyncio.get_running_loop() is self._loop
+        except RuntimeError:
+            here = False
+        if here:
+            self._woken(hint)
+        else:
+            self._loop.call_soon_threadsafe(self._woken, hint)
+
+    def ring(self) -> None:
+        """Wake the waiter without news: the dispatcher's own reasons (a job ended, a stop).
+        `wait` then answers False, as after its timeout."""
+        self._rung = True
+        self._event.set()
 
     def _woken(self, hint: Hint) -> None:
         if hint is None or self._hint is None:
             self._hint = None
         else:
             self._hint |= hint
+        self._news = True
         self._event.set()
 
     def take_hint(self) -> Hint:
@@ -66,19 +85,23 @@ class Wakeup:
         self._watch = asyncio.create_task(self._keep_listening(), name="tidings-listen")
 
     async def wait(self, timeout_s: float) -> bool:
-        """True when woken, False when the timeout passed (at most DEAF_POLL_S while deaf)."""
-        if self._hint is None or self._hint:
-            self._event.clear()
-            return True  # a wake-up not yet taken (its waiter may have been cancelled)
-        if self.deaf:
-            timeout_s = min(timeout_s, DEAF_POLL_S)
-        try:
-            await asyncio.wait_for(self._event.wait(), timeout=max(timeout_s, 0.0))
-        except TimeoutError:
-            return False
-        finally:
-            self._event.clear()
-        return True
+        """True when woken by news, False when rung or the timeout passed (at most
+        DEAF_POLL_S while deaf). Without a task of its own: a wake-up reaches the caller in
+        one turn of the loop, which under load is what a quiet channel's event waits for."""
+        if not (self._news or self._rung or self._hint is None or self._hint):
+            if self.deaf:
+                timeout_s = min(timeout_s, DEAF_POLL_S)
+            try:
+                async with asyncio.timeout(max(timeout_s, 0.0)):
+                    await self._event.wait()
+            except TimeoutError:
+                pass
+        self._event.clear()
+        self._rung = False
+        # A wake-up not yet taken counts too (its waiter may have been cancelled).
+        news = self._news or self._hint is None or bool(self._hint)
+        self._news = False
+        return news
 
     async def close(self) -> None:
         if self._notifier is not None:
