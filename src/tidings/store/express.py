@@ -26,7 +26,6 @@ from sqlalchemy import (
     Integer,
     Select,
     Text,
-    any_,
     bindparam,
     cast,
     exists,
@@ -233,18 +232,30 @@ def _statement() -> Select[Any]:
     lease_end = now + type_coerce(bindparam("lease_s", type_=Float), Float) * literal_column(
         "interval '1 second'"
     )
-    # By primary key, whatever the planner guesses of `picked`: it cannot know the asks'
-    # sizes, guesses a tenth of the channel's rows, and with one channel holding most of
-    # the table (a backlog) joined `picked` to a scan of every delivery (~30 ms a claim).
-    by_key = d.c.id == any_(func.array(select(picked.c.id).scalar_subquery()))
+    # The rows are updated by primary key whatever the planner guesses of `picked`: it
+    # cannot know the asks' sizes and guesses a tenth of a channel's rows, so with one
+    # channel holding most of the table (a backlog) it joined `picked` to a scan of every
+    # delivery (~30 ms a claim, however small). Passed through arrays, the picked rows are
+    # a function's output, which it takes for a handful of rows: one lookup each. (Both
+    # arrays in id order, so each id keeps its token.)
+    in_order = picked.c.id
+    by_id = (
+        func.unnest(
+            func.array(select(picked.c.id).order_by(in_order).scalar_subquery()),
+            func.array(select(picked.c.token).order_by(in_order).scalar_subquery()),
+        )
+        .table_valued("id", "token")
+        .render_derived()
+        .alias("by_id")
+    )
     taken = (
         update(d)
-        .where(by_key, d.c.id == picked.c.id)
+        .where(d.c.id == by_id.c.id)
         .values(
             state=target("claim"),
             attempts=d.c.attempts + 1,
             next_attempt_at=type_coerce(lease_end, UTCDateTime),
-            lease_token=picked.c.token,
+            lease_token=by_id.c.token,
             lease_owner=bindparam("owner"),
         )
         .returning(*d.c)
