@@ -16,6 +16,7 @@ import tidings
 from tests.conftest import count
 from tests.store.helpers import LEASE_S, WORKER, attempt, channel, publish, states
 from tidings.core.states import AttemptStatus, State
+from tidings.store import express
 
 
 @contextmanager
@@ -49,6 +50,24 @@ async def test_c1_express_claims_asked_at_once_share_one_statement(pg_url: str) 
             assert {rows[i].channel_id for i in claim.ids} == {ch.id}
             assert all(rows[i].lease_token == claim.token for i in claim.ids)
         assert len({c.token for c in got if c is not None}) == 5  # a token per claim
+
+
+async def test_small_claims_gather_apart_from_a_large_one(pg_url: str) -> None:
+    # A backlog's claim of hundreds of rows takes far longer than a quiet channel's of a
+    # few: asked in the same turn, the small ones share a statement of their own.
+    async with tidings.Hub(pg_url) as hub:
+        chs = [await channel(hub, f"c{i}") for i in range(4)]
+        await publish(hub, 3)
+        limits = [express.SMALL_ASK + 1, 2, 2, 2]
+        with statements(hub) as sent:
+            got = await asyncio.gather(
+                *(
+                    hub.store.claim_express(ch, n, LEASE_S, WORKER)
+                    for ch, n in zip(chs, limits, strict=True)
+                )
+            )
+        assert len(sent) == 2, sent
+        assert [len(c.ids) if c else 0 for c in got] == [3, 2, 2, 2]
 
 
 async def test_c1_a_channel_asked_twice_at_once_leases_disjoint_rows(pg_url: str) -> None:

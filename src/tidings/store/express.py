@@ -64,9 +64,13 @@ CHANNEL_UPDATED_AT = "channel_updated_at_"
 EVENT_PREFIX = "ev_"
 #: Express claims one statement takes at most (each of up to a claim's size).
 MAX_ASKS = 64
-#: Statements of gathered express claims one process runs at once: a quiet channel's claim
-#: need not wait for a backlog's claim of hundreds of rows to come back.
+#: Statements of gathered express claims one process runs at once, of small claims and of
+#: large ones each: a quiet channel's claim need not wait for a backlog's to come back.
 GROUPS_IN_FLIGHT = 2
+#: The most rows a claim may ask for and still gather with the small ones. A backlog's
+#: claim of hundreds of rows takes ~30 ms on a busy server, a quiet channel's a few:
+#: gathered together, or queued behind it, the quiet one took as long.
+SMALL_ASK = 64
 
 
 @dataclass(frozen=True)

@@ -77,8 +77,13 @@ class Store(Operations, AdminWrites, Reads):
             max_items=group_commit.MAX_GROUP,
             in_flight=group_commit.GROUPS_IN_FLIGHT,
         )
-        #: Express claims of this process, one statement for those asked at once.
+        #: Express claims of this process, one statement for those asked at once; small
+        #: ones (a quiet channel's) apart from large ones (a backlog's), so that they
+        #: neither wait for a large claim's statement nor share it.
         self._express: Gathered[express.Ask, Claim | None] = Gathered(
+            self._express_group, max_items=express.MAX_ASKS, in_flight=express.GROUPS_IN_FLIGHT
+        )
+        self._express_small: Gathered[express.Ask, Claim | None] = Gathered(
             self._express_group, max_items=express.MAX_ASKS, in_flight=express.GROUPS_IN_FLIGHT
         )
         #: Delivered rows of this process's claims (O1), one statement for those that
@@ -228,7 +233,10 @@ class Store(Operations, AdminWrites, Reads):
         Concurrent express claims (a dispatcher's many small channels) share a statement."""
         if not self.dialect.express_claims or not express.may_serve(channel, limit):
             return None
-        return await self._express(express.Ask(channel, limit, lease_s, owner, known_events))
+        ask = express.Ask(channel, limit, lease_s, owner, known_events)
+        if limit <= express.SMALL_ASK:
+            return await self._express_small(ask)
+        return await self._express(ask)
 
     async def _express_group(self, asks: list[express.Ask]) -> list[Claim | Exception | None]:
         claims = await self._run(express.claim_many, asks, one_statement=True)
