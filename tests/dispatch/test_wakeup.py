@@ -6,14 +6,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from typing import Any
 
 import psycopg
 import pytest
 
 import tidings
-from tests.dispatch.helpers import eventually, running, webhook
+from tests.dispatch.helpers import LOOPBACK, eventually, running, webhook
 from tests.sink import Answer, Sink
+from tidings.channels.registry import Registry, builtin_adapters
+from tidings.dispatch import Dispatcher, DispatcherConfig
 from tidings.dispatch.wakeup import DEAF_POLL_S, Wakeup
+from tidings.store import Store
 from tidings.store.notify import APPLICATION_NAME, MAX_HINT_CHARS, decode_hint, encode_hint
 
 
@@ -147,3 +151,54 @@ async def test_a_lost_listen_connection_is_noticed_at_once_and_replaced(
 
 async def _async_true(value: bool) -> bool:
     return value
+
+
+class HeldLooks(Store):
+    """A store whose looks for due channels can be held unanswered (a busy database)."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.hold = False
+        self.asked = asyncio.Event()
+        self.let_go = asyncio.Event()
+
+    async def due_channels(self, *args: Any, **kw: Any) -> Any:
+        if self.hold:
+            self.asked.set()
+            await self.let_go.wait()
+        return await super().due_channels(*args, **kw)
+
+
+async def test_w2_a_look_for_due_channels_does_not_hold_up_a_wake_up_while_jobs_run(
+    hub: tidings.Hub, sink: Sink, db_url: str
+) -> None:
+    """While jobs run, the dispatcher asks which channels are due beside them: a wake-up
+    for a known channel starts its job even while that question waits for its answer (it
+    took tens of milliseconds on a busy server, and every wake-up waited for it)."""
+    await webhook(hub, sink.url("/slow"), name="slow", filter={"kinds": ["slow.*"]})
+    await webhook(hub, sink.url("/fast"), name="fast", filter={"kinds": ["fast.*"]})
+    sink.script("/slow", Answer(hang=True))
+    store = HeldLooks(db_url)
+    worker = Dispatcher(
+        store,
+        Registry(builtin_adapters()),
+        DispatcherConfig(worker_id="w", allowed_networks=LOOPBACK, poll_interval_s=0.2),
+        notifier=hub.notifier,
+    )
+    task = asyncio.create_task(worker.run())
+    try:
+        await hub.publish(kind="fast.first", subject="makes the channel known")
+        await sink.await_for(1, "/fast", timeout_s=5)
+        await hub.publish(kind="slow.one", subject="a job that stays running")
+        await sink.await_for(1, "/slow", timeout_s=5)
+        store.hold = True  # the next look (at the poll interval) waits
+        await asyncio.wait_for(store.asked.wait(), 5)
+        await hub.publish(kind="fast.second", subject="woken while the look waits")
+        await sink.await_for(2, "/fast", timeout_s=5)
+        assert not store.let_go.is_set()
+    finally:
+        store.let_go.set()
+        sink.release()
+        worker.stop()
+        await asyncio.wait_for(task, 30)
+        await store.close()

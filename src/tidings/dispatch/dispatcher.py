@@ -142,6 +142,10 @@ class Dispatcher:
         # as it ends (`_named`), ahead of the channels waiting their turn.
         self._again: set[int] = set()
         self._named: dict[int, Channel] = {}
+        # A look for due channels asked beside running jobs, until its answer is taken; and
+        # whether another was wanted meanwhile (a wake-up named a channel not yet known).
+        self._look: asyncio.Future[list[Channel]] | None = None
+        self._look_again = False
         self._reruns: dict[int, asyncio.Task[bool]] = {}
 
     def stop(self) -> None:
@@ -230,14 +234,41 @@ class Dispatcher:
                     self._again.add(channel_id)
                 else:
                     self._start(ctx, self._realtime[channel_id])
+        elif self._look is not None:
+            # A wake-up named a channel not yet known: look again once the look under way
+            # (which may have begun before the news) has answered.
+            self._look_again = self._look_again or hint is not None
         elif self._should_look(now):
-            self._looked_at = now
-            self._look_put_off = False
-            channels = await self.store.due_channels(self._due_before)
-            self._due_before = {c.id: c for c in channels}
-            self._realtime.update((c.id, c) for c in channels if c.mode is Mode.REALTIME)
-            self._waiting.update((c.id, c) for c in channels if c.id not in self._jobs)
+            await self._begin_look(now)
+        if self._look is not None and self._look.done():
+            look, self._look = self._look, None
+            self._found(look.result())  # its error, if any, is the loop's (StoreError)
+            if self._look_again:
+                self._look_again = False
+                await self._begin_look(now)
         self._start_waiting(ctx)
+
+    async def _begin_look(self, now: float) -> None:
+        """Ask which channels are due. While jobs run it is asked beside them and answered
+        by a ring of the wake-up: under load the question takes tens of milliseconds, and
+        wake-ups that came meanwhile would wait for it before their jobs could start."""
+        self._looked_at = now
+        self._look_put_off = False
+        look = asyncio.ensure_future(self.store.due_channels(self._due_before))
+        if not self._jobs or self._wakeup is None:
+            self._found(await look)
+            return
+        self._look = look
+        look.add_done_callback(self._looked)
+
+    def _looked(self, _look: asyncio.Future[list[Channel]]) -> None:
+        if self._wakeup is not None:
+            self._wakeup.ring()
+
+    def _found(self, channels: list[Channel]) -> None:
+        self._due_before = {c.id: c for c in channels}
+        self._realtime.update((c.id, c) for c in channels if c.mode is Mode.REALTIME)
+        self._waiting.update((c.id, c) for c in channels if c.id not in self._jobs)
 
     def _should_look(self, now: float) -> bool:
         since = now - self._looked_at
@@ -344,6 +375,8 @@ class Dispatcher:
                 await asyncio.sleep(0)
                 self._job_ended = False
                 self._only_ended = True  # no news: a look may wait a little
+            elif self._look is not None and self._look.done():
+                self._only_ended = True  # a look answered: take it, not ask again at once
             return None
         self._job_ended = False
         if self._stopping.is_set():
@@ -359,6 +392,10 @@ class Dispatcher:
     async def _shutdown(self) -> None:
         """W3: let in-flight sends finish within the grace period, then cancel and give back."""
         self._stopping.set()
+        if self._look is not None:
+            self._look.cancel()
+            await asyncio.gather(self._look, return_exceptions=True)
+            self._look = None
         jobs = list(self._jobs.values())
         if not jobs:
             return
