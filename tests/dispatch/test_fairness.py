@@ -77,3 +77,29 @@ async def test_a_cancelled_waiter_passes_its_slot_on() -> None:
     done.set()
     await asyncio.gather(holder, waiter, return_exceptions=True)
     assert slots.free == 1
+
+
+async def test_a_channel_with_nothing_in_flight_takes_a_kept_slot_at_once() -> None:
+    slots = SendSlots(4, reserved=1)
+    started: list[str] = []
+    release = asyncio.Event()
+
+    async def send(channel_id: int, name: str) -> None:
+        async with slots.slot(channel_id):
+            started.append(name)
+            await release.wait()
+
+    busy = [asyncio.create_task(send(1, f"busy-{i}")) for i in range(6)]
+    for _ in range(3):
+        await asyncio.sleep(0)
+    # The backlog leaves the kept slot free, and waits for its own sends to end.
+    assert started == ["busy-0", "busy-1", "busy-2"]
+    assert slots.free == 1
+    quiet = asyncio.create_task(send(2, "quiet"))
+    await asyncio.sleep(0)
+    assert started[-1] == "quiet"  # at once, not after the next send of the backlog
+    assert slots.free == 0
+    release.set()
+    await asyncio.wait_for(asyncio.gather(*busy, quiet), 1)
+    assert sorted(started) == sorted([*(f"busy-{i}" for i in range(6)), "quiet"])
+    assert slots.free == 4
