@@ -16,6 +16,7 @@ from tidings.core.clock import SYSTEM_CLOCK, Clock
 from tidings.core.states import FINAL
 from tidings.dispatch import Dispatcher, DispatcherConfig
 from tidings.metrics import Metrics
+from tidings.store import Store
 
 LOOPBACK = parse_networks("127.0.0.0/8")
 
@@ -27,9 +28,11 @@ async def running(
     *,
     clock: Clock = SYSTEM_CLOCK,
     metrics: Metrics | None = None,
+    store: Store | None = None,
     **config: Any,
 ) -> AsyncIterator[Dispatcher]:
-    """A dispatcher running as a task for the duration of the block, stopped gracefully."""
+    """A dispatcher running as a task for the duration of the block, stopped gracefully;
+    on `store` when given (one that watches or holds the dispatcher's calls)."""
     config.setdefault("worker_id", "test-dispatcher")
     config.setdefault("poll_interval_s", 0.2)
     config.setdefault("lease_s", 60.0)
@@ -37,7 +40,7 @@ async def running(
     config.setdefault("allowed_networks", LOOPBACK)
     registry = Registry([*builtin_adapters(), *extra_adapters])
     dispatcher = Dispatcher(
-        hub.store,
+        hub.store if store is None else store,
         registry,
         DispatcherConfig(**config),
         notifier=hub.notifier,

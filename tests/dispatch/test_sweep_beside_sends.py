@@ -9,18 +9,16 @@ claimed once the job ends, so nothing is left behind.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 from typing import Any
 
 import pytest
 
 import tidings
-from tests.dispatch.helpers import LOOPBACK, settled, webhook
+from tests.dispatch.helpers import running, settled, webhook
 from tests.sink import Sink
-from tidings.channels.registry import Registry, builtin_adapters
 from tidings.core.states import AttemptStatus, State
-from tidings.dispatch import Dispatcher, DispatcherConfig, dispatcher
+from tidings.dispatch import dispatcher
 from tidings.dispatch.jobs import JobContext
 from tidings.store import Store
 
@@ -58,18 +56,10 @@ async def test_c2_a_due_sweep_runs_beside_an_express_claim_and_its_lost_lease_is
     long_ago = {ch.id: float("-inf")}
     monkeypatch.setattr(dispatcher, "JobContext", functools.partial(JobContext, swept_at=long_ago))
     store = Watched(db_url)
-    worker = Dispatcher(
-        store,
-        Registry(builtin_adapters()),
-        DispatcherConfig(worker_id="w", allowed_networks=LOOPBACK, poll_interval_s=0.2),
-        notifier=hub.notifier,
-    )
-    task = asyncio.create_task(worker.run())
     try:
-        rows = await settled(hub, 2, timeout_s=20)
+        async with running(hub, store=store, worker_id="w"):
+            rows = await settled(hub, 2, timeout_s=20)
     finally:
-        worker.stop()
-        await asyncio.wait_for(task, 30)
         await store.close()
     assert [r.state for r in rows] == [State.SENT, State.SENT]
     released = next(r for r in rows if r.id == lost_id)

@@ -12,10 +12,8 @@ import psycopg
 import pytest
 
 import tidings
-from tests.dispatch.helpers import LOOPBACK, eventually, running, webhook
+from tests.dispatch.helpers import eventually, running, webhook
 from tests.sink import Answer, Sink
-from tidings.channels.registry import Registry, builtin_adapters
-from tidings.dispatch import Dispatcher, DispatcherConfig
 from tidings.dispatch.wakeup import DEAF_POLL_S, Wakeup
 from tidings.store import Store
 from tidings.store.notify import APPLICATION_NAME, MAX_HINT_CHARS, decode_hint, encode_hint
@@ -179,26 +177,20 @@ async def test_w2_a_look_for_due_channels_does_not_hold_up_a_wake_up_while_jobs_
     await webhook(hub, sink.url("/fast"), name="fast", filter={"kinds": ["fast.*"]})
     sink.script("/slow", Answer(hang=True))
     store = HeldLooks(db_url)
-    worker = Dispatcher(
-        store,
-        Registry(builtin_adapters()),
-        DispatcherConfig(worker_id="w", allowed_networks=LOOPBACK, poll_interval_s=0.2),
-        notifier=hub.notifier,
-    )
-    task = asyncio.create_task(worker.run())
     try:
-        await hub.publish(kind="fast.first", subject="makes the channel known")
-        await sink.await_for(1, "/fast", timeout_s=5)
-        await hub.publish(kind="slow.one", subject="a job that stays running")
-        await sink.await_for(1, "/slow", timeout_s=5)
-        store.hold = True  # the next look (at the poll interval) waits
-        await asyncio.wait_for(store.asked.wait(), 5)
-        await hub.publish(kind="fast.second", subject="woken while the look waits")
-        await sink.await_for(2, "/fast", timeout_s=5)
-        assert not store.let_go.is_set()
+        async with running(hub, store=store, worker_id="w"):
+            await hub.publish(kind="fast.first", subject="makes the channel known")
+            await sink.await_for(1, "/fast", timeout_s=5)
+            await hub.publish(kind="slow.one", subject="a job that stays running")
+            await sink.await_for(1, "/slow", timeout_s=5)
+            store.hold = True  # the next look (at the poll interval) waits
+            await asyncio.wait_for(store.asked.wait(), 5)
+            await hub.publish(kind="fast.second", subject="woken while the look waits")
+            await sink.await_for(2, "/fast", timeout_s=5)
+            assert not store.let_go.is_set()
+            store.let_go.set()
+            sink.release()
     finally:
         store.let_go.set()
         sink.release()
-        worker.stop()
-        await asyncio.wait_for(task, 30)
         await store.close()
