@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import pytest
 from sqlalchemy import event, text
 
 import tidings
@@ -68,12 +69,21 @@ async def test_e1_an_operators_own_sql_on_channels_is_seen(db_url: str) -> None:
         assert result.deliveries == []
 
 
+@pytest.mark.parametrize("keyed", [False, True], ids=["unkeyed", "keyed"])
 async def test_w2_known_channels_spare_the_read_and_a_stale_plan_stores_nothing(
-    pg_url: str,
+    pg_url: str, keyed: bool
 ) -> None:
     """After the first publish a publish is one statement. When the channels changed since,
     that statement stores nothing, the channels are read again and the publish goes in once:
-    had the stale statement stored its rows, the events would be there twice."""
+    had the stale statement stored its rows, the events would be there twice. Events with
+    and without a key take different statements; both are checked."""
+    keys = iter(range(100))
+
+    async def publish_one(hub: tidings.Hub, **fields: Any) -> list[tidings.PublishResult]:
+        if keyed:
+            fields["idempotency_key"] = f"key-{next(keys)}"
+        return await publish(hub, **fields)
+
     async with tidings.Hub(pg_url) as hub:
         ops = await channel(hub, "ops")
         sent: list[str] = []
@@ -83,8 +93,8 @@ async def test_w2_known_channels_spare_the_read_and_a_stale_plan_stores_nothing(
 
         event.listen(hub.store.sync_engine, "before_cursor_execute", watch)
         try:
-            await publish(hub)
-            await publish(hub)
+            await publish_one(hub)
+            await publish_one(hub)
             assert [_what(s) for s in sent] == [
                 (True, False),
                 (False, True),
@@ -94,7 +104,7 @@ async def test_w2_known_channels_spare_the_read_and_a_stale_plan_stores_nothing(
             async with hub.store.engine.begin() as conn:  # moves the count, changes nothing
                 await conn.execute(text("UPDATE channels SET enabled = enabled"))
             sent.clear()
-            (result,) = await publish(hub, subject="after")
+            (result,) = await publish_one(hub, subject="after")
         finally:
             event.remove(hub.store.sync_engine, "before_cursor_execute", watch)
         assert [_what(s) for s in sent] == [

@@ -97,7 +97,8 @@ def publish(
     guarded = channels_version is not None
     if guarded:
         params["version"] = channels_version
-    statement = _statement(now is not None, notify is not None, guarded)
+    keyed = any(item.idempotency_key is not None for item in new_events)
+    statement = _statement(now is not None, notify is not None, guarded, keyed)
     row = conn.execute(statement, params).one()
     given, stored, created_at, ids, event_ids, channel_ids, seen = row[:7]
     inserted = set(stored)
@@ -166,7 +167,11 @@ _AS_TEXT: dict[str, Callable[[Any], Any]] = {
 
 
 @functools.cache
-def _statement(fixed_time: bool, notify: bool, guarded: bool) -> TextClause:
+def _statement(fixed_time: bool, notify: bool, guarded: bool, keyed: bool) -> TextClause:
+    """The statement; `keyed` when an event given has an idempotency key. Without one no
+    event can conflict, so every event given is stored: the events go in without ON
+    CONFLICT's per-row check or the key order, and each delivery finds its event's id by
+    position in the ids drawn, where it otherwise joins the rows actually stored."""
     now = "CAST(:now AS timestamptz)" if fixed_time else "now()"
     # Guarded: nothing goes in (and no one is woken) unless the channels are as planned.
     version = "(SELECT version FROM channels_version WHERE id = 1)"
@@ -186,29 +191,46 @@ def _statement(fixed_time: bool, notify: bool, guarded: bool) -> TextClause:
     ) AS r
     WHERE {unchanged}
 """
+    planned = """unnest(
+        CAST(:d_event AS bigint[]), CAST(:d_channel AS bigint[]), {message}, {state}, {skip}
+    ) WITH ORDINALITY AS d(event_n, channel_id, message_id, state, skip_reason, n)""".format(
+        message=_text_column("d_message"),
+        state=_text_column("d_state"),
+        skip=_text_column("d_skip"),
+    )
+    if keyed:
+        # Keys in one order, so concurrent publishes of the same keys wait, not deadlock;
+        # an event whose key was stored before drops its deliveries out of the join.
+        insert_events = (
+            "ORDER BY idempotency_key NULLS FIRST, n ON CONFLICT (idempotency_key) DO NOTHING"
+        )
+        new_deliveries = f"""
+    SELECT d.message_id, stored.id, d.channel_id, d.state, d.skip_reason, stored.created_at,
+        stored.created_at, 0
+    FROM {planned}
+    JOIN given ON given.n = d.event_n + 1  -- ORDINALITY counts from 1
+    JOIN stored ON stored.id = given.id"""
+    else:
+        insert_events = ""
+        new_deliveries = f"""
+    SELECT d.message_id, (ARRAY(SELECT id FROM given ORDER BY n))[d.event_n + 1],
+        d.channel_id, d.state, d.skip_reason, {now}, {now}, 0
+    FROM {planned}
+    WHERE {unchanged}"""
     return text(
         f"""
 WITH given AS MATERIALIZED ({given}),
 stored AS (
     INSERT INTO events (id, {columns}, created_at)
     SELECT id, {values}, {now} FROM given
-    -- keys in one order, so concurrent publishes of the same keys wait rather than deadlock
-    ORDER BY idempotency_key NULLS FIRST, n
-    ON CONFLICT (idempotency_key) DO NOTHING
+    {insert_events}
     RETURNING id, created_at
 ),
 fanned AS (
     INSERT INTO deliveries
-        (message_id, event_id, channel_id, state, attempts, skip_reason, created_at,
-         next_attempt_at)
-    SELECT d.message_id, stored.id, d.channel_id, d.state, 0, d.skip_reason,
-        stored.created_at, stored.created_at
-    FROM unnest(
-        CAST(:d_event AS bigint[]), CAST(:d_channel AS bigint[]), {_text_column("d_message")},
-        {_text_column("d_state")}, {_text_column("d_skip")}
-    ) WITH ORDINALITY AS d(event_n, channel_id, message_id, state, skip_reason, n)
-    JOIN given ON given.n = d.event_n + 1  -- ORDINALITY counts from 1
-    JOIN stored ON stored.id = given.id
+        (message_id, event_id, channel_id, state, skip_reason, created_at, next_attempt_at,
+         attempts)
+    {new_deliveries}
     ORDER BY d.n
     RETURNING id, event_id, channel_id
 )
