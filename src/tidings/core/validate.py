@@ -112,6 +112,8 @@ def _json_copy(path: str, value: object, depth: int) -> Any:
     kind = type(value)
     if kind is int or kind is bool or value is None:  # exact types first: ABC checks are slow
         return value
+    if isinstance(value, dict):  # a plain type: its check is fast, unlike the ABC below
+        return _json_dict(path, value, depth)
     if isinstance(value, str):
         _storable(path, value)
         return str(value)
@@ -121,21 +123,25 @@ def _json_copy(path: str, value: object, depth: int) -> Any:
         if not math.isfinite(value):
             raise ValidationError(path, "must be a finite number")
         return float(value)
-    if isinstance(value, dict | Mapping):  # dict first: the ABC check is the slow one
-        copy: dict[str, Any] = {}
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise ValidationError(path, f"keys must be strings, not {type(key).__name__}")
-            _storable(path, key)
-            kind = type(item)
-            if (kind is int or kind is bool or item is None) and depth < MAX_JSON_DEPTH:
-                copy[str(key)] = item  # as _json_copy would, without building its path
-            else:
-                copy[str(key)] = _json_copy(f"{path}.{key}", item, depth + 1)
-        return copy
+    if isinstance(value, Mapping):
+        return _json_dict(path, value, depth)
     if isinstance(value, list | tuple):
         return [_json_copy(f"{path}[{i}]", item, depth + 1) for i, item in enumerate(value)]
     raise ValidationError(path, f"is not a JSON value ({type(value).__name__})")
+
+
+def _json_dict(path: str, value: Mapping[Any, Any], depth: int) -> dict[str, Any]:
+    copy: dict[str, Any] = {}
+    for key, item in value.items():
+        if not isinstance(key, str):
+            raise ValidationError(path, f"keys must be strings, not {type(key).__name__}")
+        _storable(path, key)
+        kind = type(item)
+        if (kind is int or kind is bool or item is None) and depth < MAX_JSON_DEPTH:
+            copy[str(key)] = item  # as _json_copy would, without building its path
+        else:
+            copy[str(key)] = _json_copy(f"{path}.{key}", item, depth + 1)
+    return copy
 
 
 # --- numbers and enums ---------------------------------------------------------------------

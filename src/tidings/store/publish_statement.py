@@ -139,7 +139,7 @@ def on_the_wire(name: str, values: Sequence[str | None]) -> dict[str, Any]:
         joined = SEPARATOR + SEPARATOR.join(cast(Sequence[str], values))
         if joined.count(SEPARATOR) != len(values):  # a value holds the separator itself
             joined = None
-    elif all(v is None for v in values):
+    elif values.count(None) == len(values):
         values = []
     array = None if joined is not None or not values else values
     return {name: array, f"{name}_joined": joined}

@@ -195,19 +195,20 @@ def _publish_at_once(
     )
     if stored.channels_version != version:
         return None
-    created: dict[int, Event] = {}
+    at = stored.created_at
+    created: dict[int, Event] = {}  # by the input's index
     for i, event_id in zip(new, stored.event_ids, strict=True):
-        if event_id is not None and stored.created_at is not None:
-            created[i] = _event(event_id, inputs[i], stored.created_at)
-    by_event: dict[int, list[Delivery]] = {}
+        if event_id is not None and at is not None:
+            created[i] = _event(event_id, inputs[i], at)
+    fanned: dict[int, list[Delivery]] = {i: [] for i in created}
+    ids = stored.delivery_ids
     for (n, channel), key in zip(pairs, message_ids, strict=True):
         event = created.get(new[n])
         if event is not None:
-            delivery_id = stored.delivery_ids[(event.id, channel.id)]
-            delivery = _delivery(delivery_id, event, channel, initial[channel.id], key)
-            by_event.setdefault(event.id, []).append(delivery)
+            delivery_id = ids[(event.id, channel.id)]
+            fanned[new[n]].append(_delivery(delivery_id, event, channel, initial[channel.id], key))
     return [
-        PublishResult(created[i], by_event.get(created[i].id, []), created=True)
+        PublishResult(created[i], fanned[i], True)
         if i in created
         else _existing(conn, item.idempotency_key or "")  # E2: the key's first event
         for i, item in enumerate(inputs)
