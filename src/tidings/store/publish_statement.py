@@ -128,6 +128,7 @@ def event_columns(items: Sequence[EventInput]) -> dict[str, Any]:
 #: is a pass in C on either side. The unit separator, which validated text may still hold:
 #: a column that does goes as an array.
 SEPARATOR = "\x1f"
+_SEPARATOR_SQL = f"E'\\x{ord(SEPARATOR):02x}'"  # the same character as an SQL literal
 
 
 def on_the_wire(name: str, values: Sequence[str | None]) -> dict[str, Any]:
@@ -148,7 +149,7 @@ def on_the_wire(name: str, values: Sequence[str | None]) -> dict[str, Any]:
 def _text_column(name: str) -> str:
     """The SQL of a column `on_the_wire` sent: its array, else its joined values split (the
     first piece is the empty text before the first separator)."""
-    split = f"(string_to_array(CAST(:{name}_joined AS text), E'\\x1f'))[2:]"
+    split = f"(string_to_array(CAST(:{name}_joined AS text), {_SEPARATOR_SQL}))[2:]"
     return f"COALESCE(CAST(:{name} AS text[]), {split})"
 
 
