@@ -65,8 +65,11 @@ EVENT_PREFIX = "ev_"
 #: Express claims one statement takes at most (each of up to a claim's size).
 MAX_ASKS = 64
 #: Statements of gathered express claims one process runs at once, of small claims and of
-#: large ones each: a quiet channel's claim need not wait for a backlog's to come back.
-GROUPS_IN_FLIGHT = 2
+#: large ones each: a quiet channel's claim need not wait for a backlog's to come back. One
+#: each: the claims asked while it runs go together in the next. With two, a dispatcher of
+#: ten thousand small channels sent a third more statements, each smaller, for ~4 % more
+#: of its CPU a delivery.
+GROUPS_IN_FLIGHT = 1
 #: The most rows a claim may ask for and still gather with the small ones. A backlog's
 #: claim of hundreds of rows takes ~30 ms on a busy server, a quiet channel's a few:
 #: gathered together, or queued behind it, the quiet one took as long.

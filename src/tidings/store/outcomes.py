@@ -44,6 +44,10 @@ from tidings.store.transitions import guard, target
 d = deliveries
 #: Claims whose delivered rows one statement marks sent at most.
 MAX_SENT_CLAIMS = 64
+#: Statements marking delivered rows one process runs at once: the claims that finish while
+#: one runs go together in the next (as `express.GROUPS_IN_FLIGHT`). Nothing waits on them
+#: but the claims' own jobs: a message has reached its receiver before its row is marked.
+SENT_GROUPS_IN_FLIGHT = 1
 
 
 def attempt_row(r: AttemptRecord) -> dict[str, Any]:

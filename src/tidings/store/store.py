@@ -89,7 +89,9 @@ class Store(Operations, AdminWrites, Reads):
         #: Delivered rows of this process's claims (O1), one statement for those that
         #: finished sending at once.
         self._sent: Gathered[outcomes.Sent, int] = Gathered(
-            self._sent_group, max_items=outcomes.MAX_SENT_CLAIMS, in_flight=2
+            self._sent_group,
+            max_items=outcomes.MAX_SENT_CLAIMS,
+            in_flight=outcomes.SENT_GROUPS_IN_FLIGHT,
         )
 
     # -- schema ---------------------------------------------------------------------------
