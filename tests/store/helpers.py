@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
+
+from sqlalchemy import event
 
 import tidings
 from tidings.core.model import AttemptRecord, Channel, Claim
 from tidings.core.states import AttemptStatus
+from tidings.store import direct
 
 WORKER = "test-worker"
 LEASE_S = 120.0
@@ -52,3 +57,29 @@ def attempt(delivery_id: int, status: AttemptStatus, **kw: Any) -> AttemptRecord
 async def states(hub: tidings.Hub) -> dict[int, tidings.Delivery]:
     page = await hub.deliveries(page_size=200)
     return {v.delivery.id: v.delivery for v in page.items}
+
+
+@contextmanager
+def statements_sent(hub: tidings.Hub) -> Iterator[list[tuple[str, Any]]]:
+    """Every statement the store sends meanwhile, with its parameters: through its engine,
+    and on its own driver connections (`tidings.store.direct`), as the driver gets them."""
+    seen: list[tuple[str, Any]] = []
+
+    def watch(_conn: Any, _cursor: Any, sql: str, params: Any, *_rest: Any) -> None:
+        seen.append((sql, params))
+
+    original = direct.Direct.fetch
+
+    async def fetch(self: direct.Direct, statement: Any, params: Any) -> Any:
+        if self.serves():
+            prepared = direct.compiled(statement, hub.store.engine.dialect)
+            seen.append((prepared.sql, tuple(prepared.arguments(params))))
+        return await original(self, statement, params)
+
+    event.listen(hub.store.sync_engine, "before_cursor_execute", watch)
+    direct.Direct.fetch = fetch  # type: ignore[method-assign]
+    try:
+        yield seen
+    finally:
+        direct.Direct.fetch = original  # type: ignore[method-assign]
+        event.remove(hub.store.sync_engine, "before_cursor_execute", watch)

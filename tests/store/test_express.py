@@ -8,10 +8,19 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from sqlalchemy import event, text
+from sqlalchemy import text
 
 import tidings
-from tests.store.helpers import LEASE_S, WORKER, at, channel, claim, publish, states
+from tests.store.helpers import (
+    LEASE_S,
+    WORKER,
+    at,
+    channel,
+    claim,
+    publish,
+    statements_sent,
+    states,
+)
 from tidings.core.states import Mode, State
 
 
@@ -23,16 +32,8 @@ async def test_c1_an_express_claim_leases_due_rows_in_one_statement(pg_url: str)
     async with tidings.Hub(pg_url) as hub:
         ch = await channel(hub)
         published = await publish(hub, 3, title="t")
-        sent: list[str] = []
-
-        def watch(_conn: Any, _cursor: Any, sql: str, *_rest: Any) -> None:
-            sent.append(sql)
-
-        event.listen(hub.store.sync_engine, "before_cursor_execute", watch)
-        try:
+        with statements_sent(hub) as sent:
             got = await _express(hub, ch, limit=2)
-        finally:
-            event.remove(hub.store.sync_engine, "before_cursor_execute", watch)
         assert got is not None
         assert [i.event for i in got.items] == [p.event for p in published[:2]]
         # The lease with its events: no BEGIN, COMMIT or separate reads.
@@ -135,17 +136,9 @@ async def test_the_express_claim_commits_without_waiting_for_the_wal_flush(pg_ur
     async with tidings.Hub(pg_url) as hub:
         ch = await channel(hub)
         await publish(hub, 1)
-        seen: list[str] = []
-
-        def watch(_conn: Any, _cursor: Any, sql: str, *_rest: Any) -> None:
-            seen.append(sql)
-
-        event.listen(hub.store.sync_engine, "before_cursor_execute", watch)
-        try:
+        with statements_sent(hub) as seen:
             assert await _express(hub, ch) is not None
-        finally:
-            event.remove(hub.store.sync_engine, "before_cursor_execute", watch)
-        assert "set_config" in seen[0]
+        assert "set_config" in seen[0][0]
 
 
 async def test_sqlite_has_no_express_claim(tmp_path: Any) -> None:

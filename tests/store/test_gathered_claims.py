@@ -8,29 +8,31 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
-from sqlalchemy import event, text
+from sqlalchemy import text
 
 import tidings
 from tests.conftest import count
-from tests.store.helpers import LEASE_S, WORKER, attempt, channel, publish, states
+from tests.store.helpers import (
+    LEASE_S,
+    WORKER,
+    attempt,
+    channel,
+    publish,
+    statements_sent,
+    states,
+)
 from tidings.core.states import AttemptStatus, State
 from tidings.store import express
 
 
 @contextmanager
 def statements(hub: tidings.Hub) -> Iterator[list[str]]:
-    sent: list[str] = []
-
-    def watch(_conn: Any, _cursor: Any, sql: str, *_rest: Any) -> None:
-        sent.append(sql)
-
-    event.listen(hub.store.sync_engine, "before_cursor_execute", watch)
-    try:
-        yield sent
-    finally:
-        event.remove(hub.store.sync_engine, "before_cursor_execute", watch)
+    """The SQL of every statement the store sends meanwhile."""
+    with statements_sent(hub) as seen:
+        sql: list[str] = []
+        yield sql
+        sql.extend(s for s, _ in seen)
 
 
 async def test_c1_express_claims_asked_at_once_share_one_statement(pg_url: str) -> None:

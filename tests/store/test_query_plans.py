@@ -16,7 +16,7 @@ import pytest
 from sqlalchemy import event
 
 import tidings
-from tests.store.helpers import channel, claim, publish
+from tests.store.helpers import channel, claim, publish, statements_sent
 from tidings.core.model import DeliveryQuery
 from tidings.core.states import State
 from tidings.store import history
@@ -80,19 +80,9 @@ async def _statements(
     hub: tidings.Hub, wanted: Callable[[str], bool], action: Any
 ) -> list[tuple[str, Any]]:
     """The SQL and parameters of each statement `action` sent that `wanted` keeps."""
-    seen: list[tuple[str, Any]] = []
-
-    def capture(_conn: Any, _cursor: Any, sql: str, params: Any, *_rest: Any) -> None:
-        if wanted(sql):
-            seen.append((sql, params))
-
-    engine = hub.store.sync_engine
-    event.listen(engine, "before_cursor_execute", capture)
-    try:
+    with statements_sent(hub) as seen:
         await action()
-    finally:
-        event.remove(engine, "before_cursor_execute", capture)
-    return seen
+    return [(sql, params) for sql, params in seen if wanted(sql)]
 
 
 async def _captured(hub: tidings.Hub, marker: str, action: Any) -> tuple[str, Any]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 import secrets
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +47,7 @@ from tidings.store import rows
 from tidings.store.channel_ops import load_channel
 from tidings.store.clock import TxClock
 from tidings.store.dialects import dialect_for
+from tidings.store.direct import Direct
 from tidings.store.schema import (
     UTCDateTime,
     channel_health,
@@ -99,7 +100,7 @@ def may_serve(channel: Channel, limit: int) -> bool:
     )
 
 
-def claim_many(conn: Connection, _clock: TxClock, asks: Sequence[Ask]) -> list[Claim | None]:
+def claim_many(conn: Connection, clock: TxClock, asks: Sequence[Ask]) -> list[Claim | None]:
     """Each ask's claim, or None where it leased nothing: the asks of many channels in one
     statement (a dispatcher with ten thousand small channels claims for dozens at a time).
     Asks that cannot share one (the same channel twice, another owner or lease) go in the
@@ -107,6 +108,40 @@ def claim_many(conn: Connection, _clock: TxClock, asks: Sequence[Ask]) -> list[C
     answers: list[Claim | None] = [None] * len(asks)
     if not dialect_for(conn).express_claims:
         return answers
+    for together in shared_statements(asks):
+        params, tokens = parameters(together)
+        taken = by_token(conn.execute(_statement(), params).mappings())
+        current = {i: load_channel(conn, i) for i in changed_channels(taken, together, tokens)}
+        for n, claim in claims_of(taken, together, tokens, current):
+            answers[n] = claim
+    return answers
+
+
+async def claim_many_direct(
+    direct: Direct, asks: Sequence[Ask], load: LoadChannels
+) -> list[Claim | None]:
+    """`claim_many` on the store's own driver connection (`tidings.store.direct`); channels
+    changed since the caller read them are read again through `load`."""
+    answers: list[Claim | None] = [None] * len(asks)
+    for together in shared_statements(asks):
+        params, tokens = parameters(together)
+        taken = by_token(await direct.fetch(_statement(), params))
+        stale = changed_channels(taken, together, tokens)
+        current = await load(stale) if stale else {}
+        for n, claim in claims_of(taken, together, tokens, current):
+            answers[n] = claim
+    return answers
+
+
+#: Reads channels again by id (None for one deleted since).
+LoadChannels = Callable[[list[int]], Awaitable[Mapping[int, Channel | None]]]
+Together = list[tuple[int, Ask]]
+Taken = dict[str, list[Mapping[Any, Any]]]
+
+
+def shared_statements(asks: Sequence[Ask]) -> Iterator[Together]:
+    """The asks the express claim may serve, statement by statement, each with its place in
+    `asks`: distinct channels, one owner and one lease in each."""
     pending = [n for n, ask in enumerate(asks) if may_serve(ask.channel, ask.limit)]
     while pending:
         first = asks[pending[0]]
@@ -119,44 +154,56 @@ def claim_many(conn: Connection, _clock: TxClock, asks: Sequence[Ask]) -> list[C
                 together[ask.channel.id] = n
             else:
                 later.append(n)
-        for n, claim in _claim_together(conn, [(n, asks[n]) for n in together.values()]):
-            answers[n] = claim
+        yield [(n, asks[n]) for n in together.values()]
         pending = later
-    return answers
 
 
-def _claim_together(conn: Connection, asks: list[tuple[int, Ask]]) -> Iterator[tuple[int, Claim]]:
-    """One statement for asks of distinct channels, one owner and one lease: each ask's
-    claim, by its position, where it leased rows."""
-    tokens = [secrets.token_hex(16) for _ in asks]
-    _, first = asks[0]
+def parameters(together: Together) -> tuple[dict[str, Any], list[str]]:
+    """The statement's parameters, and each ask's new lease token."""
+    tokens = [secrets.token_hex(16) for _ in together]
+    _, first = together[0]
     params = {
-        "channels": [ask.channel.id for _, ask in asks],
-        "limits": [ask.limit for _, ask in asks],
+        "channels": [ask.channel.id for _, ask in together],
+        "limits": [ask.limit for _, ask in together],
         "tokens": tokens,
         "lease_s": first.lease_s,
         "owner": first.owner,
     }
-    taken: dict[str, list[Mapping[Any, Any]]] = {}
-    for row in conn.execute(_statement(), params).mappings():
+    return params, tokens
+
+
+def by_token(found: Iterable[Mapping[Any, Any]]) -> Taken:
+    taken: Taken = {}
+    for row in found:
         taken.setdefault(row["lease_token"], []).append(row)
-    for token, (n, ask) in zip(tokens, asks, strict=True):
+    return taken
+
+
+def changed_channels(taken: Taken, together: Together, tokens: list[str]) -> list[int]:
+    """Channels that leased rows and changed since the caller read them."""
+    stale = []
+    for token, (_, ask) in zip(tokens, together, strict=True):
         found = taken.get(token)
-        if found:
-            claim = _claim_of(conn, ask, token, found)
-            if claim is not None:
-                yield n, claim
+        if found and found[0][CHANNEL_UPDATED_AT] != ask.channel.updated_at:
+            stale.append(ask.channel.id)
+    return stale
 
 
-def _claim_of(
-    conn: Connection, ask: Ask, token: str, taken: list[Mapping[Any, Any]]
-) -> Claim | None:
-    channel = ask.channel
-    if taken[0][CHANNEL_UPDATED_AT] != channel.updated_at:
-        current = load_channel(conn, channel.id)
-        if current is None:  # deleted since: its rows went with it
-            return None
-        channel = current
+def claims_of(
+    taken: Taken, together: Together, tokens: list[str], current: Mapping[int, Channel | None]
+) -> Iterator[tuple[int, Claim]]:
+    """Each ask's claim, by its position, where it leased rows; a channel changed since the
+    caller read it is the one in `current` (none, when it was deleted: its rows went too)."""
+    for token, (n, ask) in zip(tokens, together, strict=True):
+        found = taken.get(token)
+        if not found:
+            continue
+        channel = current.get(ask.channel.id, ask.channel)
+        if channel is not None:
+            yield n, _claim_of(ask, channel, token, found)
+
+
+def _claim_of(ask: Ask, channel: Channel, token: str, taken: list[Mapping[Any, Any]]) -> Claim:
     known = ask.known or {}
     items = sorted(
         (ClaimedDelivery(rows.delivery(r), _event(r, known)) for r in taken),

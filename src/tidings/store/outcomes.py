@@ -32,11 +32,12 @@ from tidings.core import ratelimit
 from tidings.core.model import AttemptRecord
 from tidings.core.states import Failure, SkipReason
 from tidings.core.text import LAST_ERROR_MAX_BYTES, PROVIDER_RESPONSE_MAX_BYTES, storable
-from tidings.store import buckets
+from tidings.store import buckets, postgres
 from tidings.store.channel_ops import load_channel
 from tidings.store.clock import TxClock, prepared_now
 from tidings.store.dialect import Dialect
 from tidings.store.dialects import dialect_for
+from tidings.store.direct import Direct
 from tidings.store.failed import Failed, after_failed
 from tidings.store.schema import attempts, channels, deliveries
 from tidings.store.transitions import guard, target
@@ -98,6 +99,31 @@ class Sent:
 def mark_sent_many(conn: Connection, clock: TxClock, claims: Sequence[Sent]) -> list[int]:
     """O1 for the delivered rows of many claims, each fenced by its own token, in one
     statement: rows changed per claim."""
+    dialect = dialect_for(conn)
+    if not dialect.outcome_in_one_statement:
+        return [mark_sent(conn, clock, c.token, c.ids, c.records) for c in claims]
+    ids, tokens, records = _gathered(claims)
+    if not ids:
+        return [0] * len(claims)
+    params = {"ids": ids, "tokens": tokens, **clock.now_param()}
+    stmt = _sent_many_statement(clock.unread)
+    changed = set(dialect.changed_with_attempts(conn, stmt, params, attempts, records))
+    return _changed_per_claim(claims, changed)
+
+
+async def mark_sent_many_direct(direct: Direct, claims: Sequence[Sent]) -> list[int]:
+    """`mark_sent_many` on the store's own driver connection to PostgreSQL (the database's
+    clock; `tidings.store.direct`)."""
+    ids, tokens, records = _gathered(claims)
+    if not ids:
+        return [0] * len(claims)
+    stmt, rows_param = postgres.with_attempts(_sent_many_statement(True), attempts, records)
+    found = await direct.fetch(stmt, {"ids": ids, "tokens": tokens, **rows_param})
+    return _changed_per_claim(claims, {row[0] for row in found})
+
+
+def _gathered(claims: Sequence[Sent]) -> tuple[list[int], list[str], list[dict[str, Any]]]:
+    """Every claim's ids, each id's token, and every attempt row."""
     ids: list[int] = []
     tokens: list[str] = []
     records: list[dict[str, Any]] = []
@@ -105,14 +131,10 @@ def mark_sent_many(conn: Connection, clock: TxClock, claims: Sequence[Sent]) -> 
         ids.extend(claim.ids)
         tokens.extend([claim.token] * len(claim.ids))
         records.extend(attempt_row(r) for r in claim.records)
-    dialect = dialect_for(conn)
-    if not dialect.outcome_in_one_statement:
-        return [mark_sent(conn, clock, c.token, c.ids, c.records) for c in claims]
-    if not ids:
-        return [0] * len(claims)
-    params = {"ids": ids, "tokens": tokens, **clock.now_param()}
-    stmt = _sent_many_statement(clock.unread)
-    changed = set(dialect.changed_with_attempts(conn, stmt, params, attempts, records))
+    return ids, tokens, records
+
+
+def _changed_per_claim(claims: Sequence[Sent], changed: set[int]) -> list[int]:
     return [sum(1 for i in claim.ids if i in changed) for claim in claims]
 
 

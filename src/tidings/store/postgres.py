@@ -143,9 +143,8 @@ class PostgresDialect(Dialect):
         attempt_rows: Sequence[dict[str, Any]],
     ) -> list[int]:
         """As `update_with_attempts`, in one statement too; the ids of the rows changed."""
-        stmt = _logged_ids(update, attempts)
-        doc = jsontext.dumps(list(attempt_rows)).decode()
-        return list(conn.execute(stmt, {**params, ROWS_PARAM: doc}).scalars())
+        stmt, rows_param = with_attempts(update, attempts, attempt_rows)
+        return list(conn.execute(stmt, {**params, **rows_param}).scalars())
 
     def lease(
         self, conn: Connection, shape: LeaseShape, params: Mapping[str, Any]
@@ -319,6 +318,14 @@ def _lease_statement(shape: LeaseShape) -> Select[Any]:
     return select(taken, picked.c[PRIOR_STATE], picked.c[PRIOR_OWNER]).join_from(
         taken, picked, picked.c.id == taken.c.id
     )
+
+
+def with_attempts(
+    update: Update, attempts: Table, attempt_rows: Sequence[dict[str, Any]]
+) -> tuple[Select[Any], dict[str, str]]:
+    """`update` and the insert of its attempt rows as one statement answering the ids it
+    changed, and the parameter carrying the rows (beside the update's own)."""
+    return _logged_ids(update, attempts), {ROWS_PARAM: jsontext.dumps(list(attempt_rows)).decode()}
 
 
 @functools.lru_cache(maxsize=64)

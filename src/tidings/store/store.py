@@ -42,6 +42,7 @@ from tidings.store import (
 )
 from tidings.store.admin import AdminWrites
 from tidings.store.clock import AppClock, TxClock, utc_now
+from tidings.store.direct import Direct
 from tidings.store.gather import Gathered
 from tidings.store.notify import OnWork, PostgresListener
 from tidings.store.operations import Operations
@@ -77,14 +78,24 @@ class Store(Operations, AdminWrites, Reads):
             max_items=group_commit.MAX_GROUP,
             in_flight=group_commit.GROUPS_IN_FLIGHT,
         )
+        #: The gathered statements' own driver connections (PostgreSQL), one per gathering,
+        #: each opened on its first statement.
+        direct = self.dialect.express_claims
+        self._direct_express: Direct | None = self._direct() if direct else None
+        self._direct_express_small: Direct | None = self._direct() if direct else None
+        self._direct_sent: Direct | None = self._direct() if direct else None
         #: Express claims of this process, one statement for those asked at once; small
         #: ones (a quiet channel's) apart from large ones (a backlog's), so that they
         #: neither wait for a large claim's statement nor share it.
         self._express: Gathered[express.Ask, Claim | None] = Gathered(
-            self._express_group, max_items=express.MAX_ASKS, in_flight=express.GROUPS_IN_FLIGHT
+            functools.partial(self._express_group, self._direct_express),
+            max_items=express.MAX_ASKS,
+            in_flight=express.GROUPS_IN_FLIGHT,
         )
         self._express_small: Gathered[express.Ask, Claim | None] = Gathered(
-            self._express_group, max_items=express.MAX_ASKS, in_flight=express.GROUPS_IN_FLIGHT
+            functools.partial(self._express_group, self._direct_express_small),
+            max_items=express.MAX_ASKS,
+            in_flight=express.GROUPS_IN_FLIGHT,
         )
         #: Delivered rows of this process's claims (O1), one statement for those that
         #: finished sending at once.
@@ -93,6 +104,15 @@ class Store(Operations, AdminWrites, Reads):
             max_items=outcomes.MAX_SENT_CLAIMS,
             in_flight=outcomes.SENT_GROUPS_IN_FLIGHT,
         )
+
+    def _direct(self) -> Direct:
+        return Direct(self.url, self.engine.dialect)
+
+    async def close(self) -> None:
+        for direct in (self._direct_express, self._direct_express_small, self._direct_sent):
+            if direct is not None:
+                await direct.close()
+        await super().close()
 
     # -- schema ---------------------------------------------------------------------------
 
@@ -240,9 +260,20 @@ class Store(Operations, AdminWrites, Reads):
             return await self._express_small(ask)
         return await self._express(ask)
 
-    async def _express_group(self, asks: list[express.Ask]) -> list[Claim | Exception | None]:
-        claims = await self._run(express.claim_many, asks, one_statement=True)
+    async def _express_group(
+        self, direct: Direct | None, asks: list[express.Ask]
+    ) -> list[Claim | Exception | None]:
+        if direct is not None and direct.serves():
+            claims = await express.claim_many_direct(direct, asks, self._load_channels)
+        else:
+            claims = await self._run(express.claim_many, asks, one_statement=True)
         return list(claims)
+
+    async def _load_channels(self, ids: list[int]) -> dict[int, Channel | None]:
+        def op(conn: Connection, _clock: TxClock) -> dict[int, Channel | None]:
+            return {i: channel_ops.load_channel(conn, i) for i in ids}
+
+        return await self._run(op, read_only=True)
 
     async def digest_due(self, channel_id: int, *, now: datetime | None = None) -> bool:
         return await self._run(claims.digest_due, channel_id, now=now, read_only=True)
@@ -294,7 +325,11 @@ class Store(Operations, AdminWrites, Reads):
         return await self._sent(outcomes.Sent(token, ids, attempts))
 
     async def _sent_group(self, claims: list[outcomes.Sent]) -> list[int | Exception]:
-        changed = await self._run(outcomes.mark_sent_many, claims, one_statement=True)
+        direct = self._direct_sent
+        if direct is not None and direct.serves():
+            changed = await outcomes.mark_sent_many_direct(direct, claims)
+        else:
+            changed = await self._run(outcomes.mark_sent_many, claims, one_statement=True)
         return list(changed)
 
     async def schedule_retry(

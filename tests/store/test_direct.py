@@ -1,0 +1,120 @@
+"""The store's own driver connections (PostgreSQL): the gathered express claims and delivered
+outcomes go on them, bypassing the engine. A connection the server dropped is replaced, the
+driver's errors come back as tidings errors, and a caller on another event loop takes the
+engine as before."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.dialects.postgresql import asyncpg as postgres_asyncpg
+
+import tidings
+from tests.store.helpers import LEASE_S, WORKER, channel, publish, statements_sent, states
+from tidings.core.errors import StoreError
+from tidings.core.states import State
+from tidings.store import direct, express
+from tidings.store.url import parse
+
+
+async def _drop_direct_connections(hub: tidings.Hub) -> int:
+    async with hub.store.engine.connect() as conn:
+        found = await conn.execute(
+            text(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                " WHERE application_name = :name AND datname = current_database()"
+            ),
+            {"name": direct.APPLICATION_NAME},
+        )
+        return int(found.scalar_one())
+
+
+async def test_c1_a_direct_connection_the_server_dropped_is_replaced(pg_url: str) -> None:
+    async with tidings.Hub(pg_url) as hub:
+        ch = await channel(hub)
+        await publish(hub, 3)
+        with statements_sent(hub) as seen:
+            first = await hub.store.claim_express(ch, 1, LEASE_S, WORKER)
+        assert first is not None
+        assert len(seen) == 1  # the claim, on the store's own connection
+        assert await _drop_direct_connections(hub) == 1
+        # The dropped connection fails at most the one statement that finds it gone, as a
+        # tidings error; the next opens a new connection.
+        failures = 0
+        claimed = []
+        for _ in range(2):
+            try:
+                got = await hub.store.claim_express(ch, 1, LEASE_S, WORKER)
+            except StoreError:
+                failures += 1
+                continue
+            assert got is not None
+            claimed.append(got)
+        assert failures <= 1
+        assert claimed
+        leased = {r.id for r in (await states(hub)).values() if r.state is State.SENDING}
+        assert leased == {i for c in (first, *claimed) for i in c.ids}
+        # Delivered outcomes go on a connection of their own, and work too.
+        for c in (first, *claimed):
+            assert await hub.store.mark_sent(c.token, c.ids) == 1
+
+
+async def test_a_failed_statement_is_a_store_error_and_the_connection_stays(pg_url: str) -> None:
+    line = direct.Direct(parse(pg_url), postgres_asyncpg.dialect())
+    try:
+        backend = text("SELECT pg_backend_pid()")
+        (before,) = await line.fetch(backend, {})
+        with pytest.raises(StoreError, match="division by zero"):
+            await line.fetch(text("SELECT 1 / 0"), {})
+        (after,) = await line.fetch(backend, {})
+        assert after[0] == before[0]  # the statement failed, not the connection
+    finally:
+        await line.close()
+
+
+def test_a_direct_connection_serves_only_the_event_loop_that_opened_it(pg_url: str) -> None:
+    line = direct.Direct(parse(pg_url), postgres_asyncpg.dialect())
+
+    async def use() -> bool:
+        serves = line.serves()
+        try:
+            await line.fetch(text("SELECT 1"), {})
+        finally:
+            await line.close()
+        return serves
+
+    async def ask() -> bool:
+        return line.serves()
+
+    assert asyncio.run(use())
+    assert not asyncio.run(ask())  # another loop: the store takes its engine
+
+
+async def test_c1_the_engine_path_of_gathered_claims_leases_as_the_direct_one(
+    pg_url: str,
+) -> None:
+    # A group the direct connection cannot take (another loop) goes through the engine.
+    async with tidings.Hub(pg_url) as hub:
+        chs = [await channel(hub, f"c{i}") for i in range(3)]
+        await publish(hub, 2)
+        asks = [express.Ask(ch, 1, LEASE_S, WORKER) for ch in chs]
+        by_engine = await hub.store._run(express.claim_many, asks, one_statement=True)
+        assert [c.channel.id if c else None for c in by_engine] == [ch.id for ch in chs]
+        line = direct.Direct(parse(pg_url), hub.store.engine.dialect)
+        try:
+            by_direct = await express.claim_many_direct(line, asks, _no_reload)
+        finally:
+            await line.close()
+        assert [c.channel.id if c else None for c in by_direct] == [ch.id for ch in chs]
+        rows = await states(hub)
+        for claim in (*by_engine, *by_direct):
+            assert claim is not None
+            assert len(claim.ids) == 1
+            assert all(rows[i].lease_token == claim.token for i in claim.ids)
+            assert claim.items[0].event.id == rows[claim.ids[0]].event_id
+
+
+async def _no_reload(ids: list[int]) -> dict[int, None]:
+    raise AssertionError(f"no channel changed, yet {ids} were read again")
