@@ -216,10 +216,13 @@ async def _send_claim(ctx: JobContext, claimed: Claimed) -> None:
     waiting: dict[int, datetime] = {}  # delivery id -> start, of sends awaiting their answer
     started = 0
 
+    channel_id = claim.channel.id
+
     async def lane() -> None:
         nonlocal started
         for item in rows:
-            async with ctx.slots.slot(claim.channel.id):
+            await ctx.slots.acquire(channel_id)  # the slot's context manager, spelt out
+            try:
                 queued.one()
                 if ctx.stopping.is_set() or (started and ctx.clock.monotonic() > start_by):
                     continue  # left out of the results: given back by _write
@@ -227,6 +230,8 @@ async def _send_claim(ctx: JobContext, claimed: Claimed) -> None:
                 waiting[item.delivery.id] = ctx.clock.now()
                 results.append(await _send_one(ctx, adapter, claim.channel, item))
                 del waiting[item.delivery.id]
+            finally:
+                ctx.slots.release(channel_id)
 
     lanes = [asyncio.create_task(lane()) for _ in range(min(len(claim.items), ctx.lanes))]
     try:

@@ -39,11 +39,11 @@ class SendSlots:
     @contextlib.asynccontextmanager
     async def slot(self, channel_id: int) -> AsyncIterator[None]:
         """Hold one slot for a send of `channel_id`."""
-        await self._acquire(channel_id)
+        await self.acquire(channel_id)
         try:
             yield
         finally:
-            self._release(channel_id)
+            self.release(channel_id)
 
     def _may_take(self, channel_id: int) -> bool:
         if channel_id in self._in_flight:
@@ -54,7 +54,9 @@ class SendSlots:
         self._free -= 1
         self._in_flight[channel_id] += 1
 
-    async def _acquire(self, channel_id: int) -> None:
+    async def acquire(self, channel_id: int) -> None:
+        """`slot` without its context manager (~1.3 µs a send less): each `acquire` must
+        be followed by one `release`, also when what it guarded failed."""
         # A channel with nothing in flight goes ahead of the lines: the reserved slots are
         # its own, and any other free slot is one no channel in line may take.
         if self._may_take(channel_id) and (not self._lines or channel_id not in self._in_flight):
@@ -66,7 +68,7 @@ class SendSlots:
             await waiter
         except asyncio.CancelledError:
             if waiter.done() and not waiter.cancelled():
-                self._release(channel_id)  # handed a slot as it was cancelled: pass it on
+                self.release(channel_id)  # handed a slot as it was cancelled: pass it on
             else:
                 self._leave(channel_id, waiter)
             raise
@@ -80,7 +82,7 @@ class SendSlots:
         if not line:
             del self._lines[channel_id]
 
-    def _release(self, channel_id: int) -> None:
+    def release(self, channel_id: int) -> None:
         self._in_flight[channel_id] -= 1
         if self._in_flight[channel_id] <= 0:
             del self._in_flight[channel_id]
