@@ -41,7 +41,7 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import Connection
 
 from tidings.core import jsontext
-from tidings.core.model import Channel, Claim, ClaimedDelivery, Event
+from tidings.core.model import Channel, Claim, ClaimedDelivery, Event, Severity
 from tidings.core.states import Mode, State
 from tidings.store import rows
 from tidings.store.channel_ops import load_channel
@@ -218,10 +218,23 @@ def _event(row: Mapping[Any, Any], known: Mapping[int, Event]) -> Event:
     found = known.get(row["event_id"])
     if found is not None:
         return found
-    values = {c.name: row[EVENT_PREFIX + c.name] for c in events.c}
-    values["labels"] = jsontext.loads(values["labels"])
-    values["data"] = jsontext.loads(values["data"])
-    return rows.event(values)
+    # Built from the row's own columns: an event per leased row when each event goes to
+    # one channel, where a dict of them first and `rows.event` after cost ~2 % of a send.
+    return Event(
+        id=row["ev_id"],
+        kind=row["ev_kind"],
+        subject=row["ev_subject"],
+        severity=Severity(row["ev_severity"]),
+        title=row["ev_title"],
+        body=row["ev_body"],
+        url=row["ev_url"],
+        labels=jsontext.loads(row["ev_labels"]),  # a fresh dict each
+        data=jsontext.loads(row["ev_data"]),
+        tenant=row["ev_tenant"],
+        idempotency_key=row["ev_idempotency_key"],
+        created_at=row["ev_created_at"],
+        traceparent=row["ev_traceparent"],
+    )
 
 
 @functools.cache
