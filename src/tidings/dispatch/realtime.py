@@ -52,18 +52,25 @@ async def run_realtime(ctx: JobContext, channel: Channel) -> bool:
             if claimed is None:
                 break
             leased = True
+            if claimed.sweep:
+                running.add(asyncio.create_task(_sweep(ctx, channel)))
+            if len(claimed.claim) < claimed.asked and channel.rate_per_min <= 0:
+                # A short claim took what was due: finish it and end the job. Rows that fall
+                # due later wake the dispatcher, which asks once for every channel instead
+                # of each job claiming again to find nothing. Sent in this task: nothing
+                # else is claimed meanwhile (the one claim of most small channels' jobs).
+                try:
+                    await _send_claim(ctx, claimed)
+                except Exception as error:
+                    failure = error
+                finally:
+                    claimed.queued.release()
+                break
             task = asyncio.create_task(_send_claim(ctx, claimed))
             # Released when the task ends however it ends (even cancelled before it ran).
             task.add_done_callback(functools.partial(_release, claimed.queued))
             running.add(task)
-            if claimed.sweep:
-                running.add(asyncio.create_task(_sweep(ctx, channel)))
             if len(claimed.claim) < claimed.asked:
-                if channel.rate_per_min <= 0:
-                    # A short claim took what was due: finish it and end the job. Rows that
-                    # fall due later wake the dispatcher, which asks once for every channel
-                    # instead of each job claiming again to find nothing.
-                    break
                 # Rate-limited (C6): short for want of tokens, or of due rows. Claim again
                 # once a send ends or the bucket has had time to refill, whichever comes
                 # first, beside the sends in flight: waiting for them all would cap the rate
