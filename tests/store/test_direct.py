@@ -12,8 +12,10 @@ from sqlalchemy import text
 from sqlalchemy.dialects.postgresql import asyncpg as postgres_asyncpg
 
 import tidings
+from tests.conftest import count
+from tests.faults import POISON, faults
 from tests.store.helpers import LEASE_S, WORKER, channel, publish, statements_sent, states
-from tidings.core.errors import StoreError
+from tidings.core.errors import Conflict, StoreError
 from tidings.core.states import State
 from tidings.store import direct, express
 from tidings.store.url import parse
@@ -118,3 +120,72 @@ async def test_c1_the_engine_path_of_gathered_claims_leases_as_the_direct_one(
 
 async def _no_reload(ids: list[int]) -> dict[int, None]:
     raise AssertionError(f"no channel changed, yet {ids} were read again")
+
+
+EVENT = {"kind": "monitor.down", "subject": "web-1", "severity": "high"}
+
+
+async def _direct_last_query(hub: tidings.Hub) -> list[str]:
+    async with hub.store.engine.connect() as conn:
+        found = await conn.execute(
+            text(
+                "SELECT query FROM pg_stat_activity"
+                " WHERE application_name = :name AND datname = current_database()"
+            ),
+            {"name": direct.APPLICATION_NAME},
+        )
+        return [str(q) for (q,) in found]
+
+
+async def test_e1_e2_single_publishes_go_direct_once_the_channels_are_known(pg_url: str) -> None:
+    async with tidings.Hub(pg_url) as hub:
+        await channel(hub, "a")
+        await channel(hub, "b")
+        first = await hub.publish(**EVENT, idempotency_key="k1")  # reads the channels
+        assert await _direct_last_query(hub) == []
+        second = await hub.publish(**EVENT, title="second")
+        (query,) = await _direct_last_query(hub)
+        assert query.lstrip().startswith("WITH given AS MATERIALIZED")  # the publish
+        assert second.created
+        assert len(second.deliveries) == 2
+        # E2 on the direct path: the key's first event, read after the statement.
+        again = await hub.publish(**EVENT, title="again", idempotency_key="k1")
+        assert not again.created
+        assert again.event == first.event
+        assert again.deliveries == first.deliveries
+        assert (await count(hub, "events"), await count(hub, "deliveries")) == (2, 4)
+        stored = await hub.get_event(second.event.id)
+        assert stored.event == second.event
+        assert stored.deliveries == second.deliveries
+
+
+async def test_e1_a_stale_plan_on_the_direct_path_stores_nothing_and_goes_again(
+    pg_url: str,
+) -> None:
+    async with tidings.Hub(pg_url) as hub, tidings.Hub(pg_url) as other:
+        await channel(hub, "a")
+        await hub.publish(**EVENT)  # the channels are known from here
+        await channel(other, "b")  # changed by another process
+        result = await hub.publish(**EVENT, title="after")
+        assert {d.channel_id for d in result.deliveries} == {
+            c.id for c in await hub.channels.list()
+        }
+        assert (await count(hub, "events"), await count(hub, "deliveries")) == (2, 3)
+
+
+async def test_e1_an_event_the_database_refuses_on_the_direct_path_fails_alone(
+    pg_url: str,
+) -> None:
+    async with tidings.Hub(pg_url) as hub:
+        await channel(hub, "a")
+        await hub.publish(**EVENT)  # the channels are known: the next group goes direct
+        titles = ["t0", "t1", POISON, "t2"]
+        async with faults(hub):
+            answers = await asyncio.gather(
+                *(hub.publish(**EVENT, title=t) for t in titles), return_exceptions=True
+            )
+        assert isinstance(answers[2], Conflict)
+        stored = [a.event.title for a in answers if isinstance(a, tidings.PublishResult)]
+        assert stored == ["t0", "t1", "t2"]
+        # Refused on the direct connection, the group stored nothing there: no event twice.
+        assert (await count(hub, "events"), await count(hub, "deliveries")) == (4, 4)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import pytest
 from sqlalchemy import event
@@ -15,23 +16,34 @@ from tests.conftest import count
 from tests.faults import DIE, POISON, faults
 from tests.store.helpers import channel
 from tidings.core.errors import Conflict, StoreError
+from tidings.store import direct
 
 EVENT = {"kind": "monitor.down", "subject": "web-1", "severity": "high"}
 
 
 @contextmanager
 def commits(hub: tidings.Hub) -> Iterator[list[int]]:
-    """Counts the transactions the store commits inside the block."""
+    """Counts the transactions the store commits inside the block: through its engine, and
+    the statements it sends on its own driver connections, each its own transaction."""
     seen: list[int] = []
 
     def committed(_conn: object) -> None:
         seen.append(1)
 
+    original = direct.Direct.fetch
+
+    async def fetch(self: direct.Direct, statement: Any, params: Any) -> Any:
+        rows = await original(self, statement, params)
+        seen.append(1)
+        return rows
+
     engine = hub.store.sync_engine
     event.listen(engine, "commit", committed)
+    direct.Direct.fetch = fetch  # type: ignore[method-assign]
     try:
         yield seen
     finally:
+        direct.Direct.fetch = original  # type: ignore[method-assign]
         event.remove(engine, "commit", committed)
 
 

@@ -160,6 +160,13 @@ class Direct:
             conn.terminate()
 
 
+def nothing_stored(error: BaseException) -> bool:
+    """Whether `error`, raised by `Direct.fetch`, certainly stored nothing: the server
+    refused the statement, so its own transaction rolled back. (A connection lost on the
+    way leaves that unknown: the statement may have committed.)"""
+    return isinstance(error.__cause__, asyncpg.PostgresError)
+
+
 def _translated(error: BaseException) -> TidingsError:
     """As the runner translates the engine's errors: a clash with stored data is a
     Conflict, anything else a StoreError in the driver's own words."""

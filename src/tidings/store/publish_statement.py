@@ -79,6 +79,21 @@ def publish(
     `now()`; `notify`: the wake-up's payload, or None for none; `channels_version`: the
     version of the channels the deliveries were planned from (`channels_version`), when
     read before: the statement stores nothing, and says so, when it has moved since."""
+    statement, params = prepared(
+        new_events, new_deliveries, now=now, notify=notify, channels_version=channels_version
+    )
+    return stored_from(conn.execute(statement, params).one())
+
+
+def prepared(
+    new_events: Sequence[EventInput],
+    new_deliveries: NewDeliveries,
+    *,
+    now: datetime | None,
+    notify: str | None,
+    channels_version: int | None = None,
+) -> tuple[TextClause, dict[str, Any]]:
+    """`publish`'s statement and its parameters, for whichever connection sends it."""
     params: dict[str, Any] = event_columns(new_events) | {
         "d_event": new_deliveries.event_n,
         "d_channel": new_deliveries.channel_id,
@@ -98,8 +113,11 @@ def publish(
     if guarded:
         params["version"] = channels_version
     keyed = any(item.idempotency_key is not None for item in new_events)
-    statement = _statement(now is not None, notify is not None, guarded, keyed)
-    row = conn.execute(statement, params).one()
+    return _statement(now is not None, notify is not None, guarded, keyed), params
+
+
+def stored_from(row: Sequence[Any]) -> Stored:
+    """What the statement's one row says was stored."""
     given, stored, created_at, ids, event_ids, channel_ids, seen = row[:7]
     inserted = set(stored)
     return Stored(

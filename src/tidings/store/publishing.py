@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -16,6 +16,7 @@ from tidings.core.states import TRANSITIONS, SkipReason, State
 from tidings.store import publish_statement, rows
 from tidings.store.clock import TxClock
 from tidings.store.dialects import dialect_for
+from tidings.store.direct import Direct
 from tidings.store.notify import encode_hint
 from tidings.store.schema import UTCDateTime, channels, channels_version, deliveries, events
 
@@ -67,7 +68,7 @@ def publish_events(
         if event is not None and first_index == i:
             results.append(PublishResult(event, fanned.get(event.id, []), created=True))
         else:  # E2: the key names one logical event; answer with the first
-            results.append(_existing(conn, key))
+            results.append(key_first_event(conn, key))
     return results
 
 
@@ -158,61 +159,125 @@ def _publish_at_once(
     """The events (each key's first), their deliveries and the wake-up in one statement
     (`publish_statement`); fanned out before their ids are known, which matching needs not.
     Planned from channels read at `version`: None, storing nothing, when they changed since."""
-    new: list[int] = []  # the inputs that go in: each key's first, and every unkeyed one
-    keys_seen: set[str] = set()
-    for i, item in enumerate(inputs):
-        key = item.idempotency_key
-        if key is None or key not in keys_seen:
-            new.append(i)
-            if key is not None:
-                keys_seen.add(key)
-    initial = {c.id: _initial_state(c) for c in all_channels}
-    everything = {c.id for c in all_channels if filters.takes_every_event(c.filter, c.tenant)}
-    pairs = [
-        (n, c)
-        for n, i in enumerate(new)
-        for c in all_channels
-        if c.id in everything or _matches(c, inputs[i])
-    ]
-    message_ids = new_message_ids(len(pairs))
-    # Each channel's initial state as the statement's text, looked up once, not per row.
-    as_text = {cid: (state.value, _skip_value(skip)) for cid, (state, skip) in initial.items()}
-    planned = publish_statement.NewDeliveries(
-        event_n=[n for n, _ in pairs],
-        channel_id=[c.id for _, c in pairs],
-        message_id=message_ids,
-        state=[as_text[c.id][0] for _, c in pairs],
-        skip_reason=[as_text[c.id][1] for _, c in pairs],
-    )
-    pending = {c.id for _, c in pairs if initial[c.id][0] is State.PENDING}
-    stored = publish_statement.publish(
-        conn,
-        [inputs[i] for i in new],
-        planned,
-        now=None if clock.unread else clock.now(),
-        notify=encode_hint(pending) if pending else None,
-        channels_version=version,
-    )
+    plan = _Plan(inputs, all_channels, None if clock.unread else clock.now(), version)
+    stored = publish_statement.stored_from(conn.execute(plan.statement, plan.params).one())
     if stored.channels_version != version:
         return None
-    at = stored.created_at
-    created: dict[int, Event] = {}  # by the input's index
-    for i, event_id in zip(new, stored.event_ids, strict=True):
-        if event_id is not None and at is not None:
-            created[i] = _event(event_id, inputs[i], at)
-    fanned: dict[int, list[Delivery]] = {i: [] for i in created}
-    ids = stored.delivery_ids
-    for (n, channel), key in zip(pairs, message_ids, strict=True):
-        event = created.get(new[n])
-        if event is not None:
-            delivery_id = ids[(event.id, channel.id)]
-            fanned[new[n]].append(_delivery(delivery_id, event, channel, initial[channel.id], key))
-    return [
-        PublishResult(created[i], fanned[i], True)
-        if i in created
-        else _existing(conn, item.idempotency_key or "")  # E2: the key's first event
-        for i, item in enumerate(inputs)
-    ]
+    found = {key: key_first_event(conn, key) for key in plan.keys_to_read(stored)}
+    return plan.results(stored, found)
+
+
+async def publish_direct(
+    direct: Direct, inputs: Sequence[EventInput], known: KnownChannels, existing: Existing
+) -> list[PublishResult] | None:
+    """`_publish_at_once` on the store's own driver connection (`tidings.store.direct`),
+    planned from the channels this process knows, at the database's time; None, storing
+    nothing, when none are known yet or they changed since (the caller then publishes
+    through the engine, which reads them). `existing` reads the events of keys that were
+    stored before (E2)."""
+    seen = known.seen
+    if seen is None:
+        return None
+    version, all_channels = seen
+    plan = _Plan(inputs, all_channels, None, version)
+    (row,) = await direct.fetch(plan.statement, plan.params)
+    stored = publish_statement.stored_from(row)
+    if stored.channels_version != version:
+        known.forget()
+        return None
+    keys = plan.keys_to_read(stored)
+    return plan.results(stored, await existing(keys) if keys else {})
+
+
+#: Reads the first events of idempotency keys stored before, with their deliveries.
+Existing = Callable[[list[str]], Awaitable[Mapping[str, PublishResult]]]
+
+
+class _Plan:
+    """A publish planned from `all_channels` before its statement runs: which inputs go in
+    (each key's first, every unkeyed one), each one's deliveries, the statement and its
+    parameters; and, once the statement answered, each input's result."""
+
+    def __init__(
+        self,
+        inputs: Sequence[EventInput],
+        all_channels: list[Channel],
+        now: datetime | None,
+        version: int | None,
+    ) -> None:
+        self.inputs = inputs
+        new: list[int] = []
+        keys_seen: set[str] = set()
+        for i, item in enumerate(inputs):
+            key = item.idempotency_key
+            if key is None or key not in keys_seen:
+                new.append(i)
+                if key is not None:
+                    keys_seen.add(key)
+        self.new = new
+        self.initial = {c.id: _initial_state(c) for c in all_channels}
+        everything = {c.id for c in all_channels if filters.takes_every_event(c.filter, c.tenant)}
+        self.pairs = [
+            (n, c)
+            for n, i in enumerate(new)
+            for c in all_channels
+            if c.id in everything or _matches(c, inputs[i])
+        ]
+        self.message_ids = new_message_ids(len(self.pairs))
+        # Each channel's initial state as the statement's text, looked up once, not per row.
+        as_text = {
+            cid: (state.value, _skip_value(skip)) for cid, (state, skip) in self.initial.items()
+        }
+        planned = publish_statement.NewDeliveries(
+            event_n=[n for n, _ in self.pairs],
+            channel_id=[c.id for _, c in self.pairs],
+            message_id=self.message_ids,
+            state=[as_text[c.id][0] for _, c in self.pairs],
+            skip_reason=[as_text[c.id][1] for _, c in self.pairs],
+        )
+        pending = {c.id for _, c in self.pairs if self.initial[c.id][0] is State.PENDING}
+        self.statement, self.params = publish_statement.prepared(
+            [inputs[i] for i in new],
+            planned,
+            now=now,
+            notify=encode_hint(pending) if pending else None,
+            channels_version=version,
+        )
+
+    def keys_to_read(self, stored: publish_statement.Stored) -> list[str]:
+        """The keys of the inputs not stored now (a key stored before, or given twice): each
+        answers with its key's first event, read after the statement (E2)."""
+        created = {
+            i
+            for i, event_id in zip(self.new, stored.event_ids, strict=True)
+            if event_id is not None
+        }
+        return sorted(
+            {item.idempotency_key or "" for i, item in enumerate(self.inputs) if i not in created}
+        )
+
+    def results(
+        self, stored: publish_statement.Stored, existing: Mapping[str, PublishResult]
+    ) -> list[PublishResult]:
+        at = stored.created_at
+        created: dict[int, Event] = {}  # by the input's index
+        for i, event_id in zip(self.new, stored.event_ids, strict=True):
+            if event_id is not None and at is not None:
+                created[i] = _event(event_id, self.inputs[i], at)
+        fanned: dict[int, list[Delivery]] = {i: [] for i in created}
+        ids = stored.delivery_ids
+        for (n, channel), key in zip(self.pairs, self.message_ids, strict=True):
+            event = created.get(self.new[n])
+            if event is not None:
+                delivery_id = ids[(event.id, channel.id)]
+                delivery = _delivery(delivery_id, event, channel, self.initial[channel.id], key)
+                fanned[self.new[n]].append(delivery)
+        return [
+            PublishResult(created[i], fanned[i], True)
+            if i in created
+            else existing[item.idempotency_key or ""]  # E2: the key's first event
+            for i, item in enumerate(self.inputs)
+        ]
 
 
 def _skip_value(reason: SkipReason | None) -> str | None:
@@ -403,7 +468,8 @@ def insert_rows(
     )
 
 
-def _existing(conn: Connection, key: str) -> PublishResult:
+def key_first_event(conn: Connection, key: str) -> PublishResult:
+    """The first event of `key` and its deliveries (E2)."""
     row: RowMapping = (
         conn.execute(select(events).where(events.c.idempotency_key == key)).mappings().one()
     )

@@ -15,7 +15,7 @@ from datetime import datetime
 
 from sqlalchemy.engine import Connection
 
-from tidings.core.errors import SchemaError, StoreError
+from tidings.core.errors import Conflict, SchemaError, StoreError
 from tidings.core.model import (
     AttemptRecord,
     Channel,
@@ -42,7 +42,7 @@ from tidings.store import (
 )
 from tidings.store.admin import AdminWrites
 from tidings.store.clock import AppClock, TxClock, utc_now
-from tidings.store.direct import Direct
+from tidings.store.direct import Direct, nothing_stored
 from tidings.store.gather import Gathered
 from tidings.store.notify import OnWork, PostgresListener
 from tidings.store.operations import Operations
@@ -84,6 +84,7 @@ class Store(Operations, AdminWrites, Reads):
         self._direct_express: Direct | None = self._direct() if direct else None
         self._direct_express_small: Direct | None = self._direct() if direct else None
         self._direct_sent: Direct | None = self._direct() if direct else None
+        self._direct_publish: Direct | None = self._direct() if direct else None
         #: Express claims of this process, one statement for those asked at once; small
         #: ones (a quiet channel's) apart from large ones (a backlog's), so that they
         #: neither wait for a large claim's statement nor share it.
@@ -109,7 +110,12 @@ class Store(Operations, AdminWrites, Reads):
         return Direct(self.url, self.engine.dialect)
 
     async def close(self) -> None:
-        for direct in (self._direct_express, self._direct_express_small, self._direct_sent):
+        for direct in (
+            self._direct_express,
+            self._direct_express_small,
+            self._direct_sent,
+            self._direct_publish,
+        ):
             if direct is not None:
                 await direct.close()
         await super().close()
@@ -186,10 +192,38 @@ class Store(Operations, AdminWrites, Reads):
         return await self._groups(item)
 
     async def _publish_group(self, inputs: list[EventInput]) -> list[PublishResult | Exception]:
-        run = functools.partial(self._run, one_statement=True)
-        answers = await group_commit.publish_group(run, inputs, self._known_channels)
+        answers = await self._publish_direct(inputs)
+        if answers is None:
+            run = functools.partial(self._run, one_statement=True)
+            answers = await group_commit.publish_group(run, inputs, self._known_channels)
         self._new_work(_pending_channels([a for a in answers if isinstance(a, PublishResult)]))
         return answers
+
+    async def _publish_direct(
+        self, inputs: list[EventInput]
+    ) -> list[PublishResult | Exception] | None:
+        """The group on the store's own driver connection, when it can go there; None when
+        it goes through the engine (no channels known yet, or they changed; the statement
+        failed on what it was given, having stored nothing: the engine's group commit then
+        finds the guilty event). A failure that may have stored the group is its answer."""
+        direct = self._direct_publish
+        if direct is None or not direct.serves() or self._known_channels.seen is None:
+            return None
+        try:
+            results = await publishing.publish_direct(
+                direct, inputs, self._known_channels, self._keys_first_events
+            )
+        except (StoreError, Conflict) as error:
+            if nothing_stored(error):
+                return None
+            return [error] * len(inputs)
+        return None if results is None else list(results)
+
+    async def _keys_first_events(self, keys: list[str]) -> dict[str, PublishResult]:
+        def op(conn: Connection, _clock: TxClock) -> dict[str, PublishResult]:
+            return {key: publishing.key_first_event(conn, key) for key in keys}
+
+        return await self._run(op, read_only=True)
 
     def publish_in(self, conn: Connection, inputs: Sequence[EventInput]) -> list[PublishResult]:
         """Publish inside a caller's own sync connection and transaction (E1)."""
