@@ -13,7 +13,7 @@ from sqlalchemy.dialects.postgresql import asyncpg as postgres_asyncpg
 
 import tidings
 from tests.conftest import count
-from tests.faults import POISON, faults
+from tests.faults import DIE, POISON, faults
 from tests.store.helpers import LEASE_S, WORKER, channel, publish, statements_sent, states
 from tidings.core.errors import Conflict, StoreError
 from tidings.core.states import State
@@ -189,3 +189,21 @@ async def test_e1_an_event_the_database_refuses_on_the_direct_path_fails_alone(
         assert stored == ["t0", "t1", "t2"]
         # Refused on the direct connection, the group stored nothing there: no event twice.
         assert (await count(hub, "events"), await count(hub, "deliveries")) == (4, 4)
+
+
+async def test_e1_a_session_killed_under_a_direct_publish_fails_the_group_and_stores_nothing(
+    pg_url: str,
+) -> None:
+    async with tidings.Hub(pg_url) as hub:
+        await channel(hub, "a")
+        await hub.publish(**EVENT)  # the channels are known: the next group goes direct
+        titles = ["t0", DIE, "t1"]
+        async with faults(hub, die=True):
+            answers = await asyncio.gather(
+                *(hub.publish(**EVENT, title=t) for t in titles), return_exceptions=True
+            )
+        assert all(isinstance(a, StoreError) for a in answers), answers
+        assert await count(hub, "events") == 1
+        after = await hub.publish(**EVENT, title="after")  # a new connection
+        assert after.created
+        assert await count(hub, "events") == 2
