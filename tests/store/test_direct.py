@@ -6,6 +6,7 @@ engine as before."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 from sqlalchemy import text
@@ -177,13 +178,7 @@ async def test_e1_an_event_the_database_refuses_on_the_direct_path_fails_alone(
     pg_url: str,
 ) -> None:
     async with tidings.Hub(pg_url) as hub:
-        await channel(hub, "a")
-        await hub.publish(**EVENT)  # the channels are known: the next group goes direct
-        titles = ["t0", "t1", POISON, "t2"]
-        async with faults(hub):
-            answers = await asyncio.gather(
-                *(hub.publish(**EVENT, title=t) for t in titles), return_exceptions=True
-            )
+        answers = await _direct_group(hub, ["t0", "t1", POISON, "t2"])
         assert isinstance(answers[2], Conflict)
         stored = [a.event.title for a in answers if isinstance(a, tidings.PublishResult)]
         assert stored == ["t0", "t1", "t2"]
@@ -195,15 +190,20 @@ async def test_e1_a_session_killed_under_a_direct_publish_fails_the_group_and_st
     pg_url: str,
 ) -> None:
     async with tidings.Hub(pg_url) as hub:
-        await channel(hub, "a")
-        await hub.publish(**EVENT)  # the channels are known: the next group goes direct
-        titles = ["t0", DIE, "t1"]
-        async with faults(hub, die=True):
-            answers = await asyncio.gather(
-                *(hub.publish(**EVENT, title=t) for t in titles), return_exceptions=True
-            )
+        answers = await _direct_group(hub, ["t0", DIE, "t1"], die=True)
         assert all(isinstance(a, StoreError) for a in answers), answers
         assert await count(hub, "events") == 1
         after = await hub.publish(**EVENT, title="after")  # a new connection
         assert after.created
         assert await count(hub, "events") == 2
+
+
+async def _direct_group(hub: tidings.Hub, titles: list[str], *, die: bool = False) -> list[Any]:
+    """A group of publishes, one per title, made once the channels are known (so it goes on
+    the direct connection), with the database's faults on (`tests.faults`)."""
+    await channel(hub, "a")
+    await hub.publish(**EVENT)
+    async with faults(hub, die=die):
+        return await asyncio.gather(
+            *(hub.publish(**EVENT, title=t) for t in titles), return_exceptions=True
+        )
