@@ -22,16 +22,22 @@ from tidings.store import direct, express
 from tidings.store.url import parse
 
 
-async def _drop_direct_connections(hub: tidings.Hub) -> int:
+async def _on_direct_connections(hub: tidings.Hub, column: str) -> list[Any]:
+    """`column` of pg_stat_activity for each of the store's own connections to this test's
+    database (`pg_terminate_backend(pid)` drops them)."""
     async with hub.store.engine.connect() as conn:
         found = await conn.execute(
             text(
-                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                f"SELECT {column} FROM pg_stat_activity"
                 " WHERE application_name = :name AND datname = current_database()"
             ),
             {"name": direct.APPLICATION_NAME},
         )
-        return int(found.scalar_one())
+        return [value for (value,) in found]
+
+
+async def _drop_direct_connections(hub: tidings.Hub) -> int:
+    return len(await _on_direct_connections(hub, "pg_terminate_backend(pid)"))
 
 
 async def test_c1_a_direct_connection_the_server_dropped_is_replaced(pg_url: str) -> None:
@@ -127,15 +133,7 @@ EVENT = {"kind": "monitor.down", "subject": "web-1", "severity": "high"}
 
 
 async def _direct_last_query(hub: tidings.Hub) -> list[str]:
-    async with hub.store.engine.connect() as conn:
-        found = await conn.execute(
-            text(
-                "SELECT query FROM pg_stat_activity"
-                " WHERE application_name = :name AND datname = current_database()"
-            ),
-            {"name": direct.APPLICATION_NAME},
-        )
-        return [str(q) for (q,) in found]
+    return [str(q) for q in await _on_direct_connections(hub, "query")]
 
 
 async def test_e1_e2_single_publishes_go_direct_once_the_channels_are_known(pg_url: str) -> None:
