@@ -88,3 +88,71 @@ async def test_no_poll_looks_while_a_full_round_of_channels_waits(
         sink.release()
         rows = await settled(hub, CHANNELS)
     assert [r.state for r in rows] == [State.SENT] * CHANNELS
+
+
+async def _four_channels(hub: tidings.Hub, sink: Sink) -> list[int]:
+    """Four channels, each with one event; the first one's send is held (`/slow`)."""
+    ids = []
+    for i in range(4):
+        path = "/slow" if i == 0 else "/hook"
+        channel = await webhook(hub, sink.url(path), name=f"tenant-{i}", tenant=f"t{i}")
+        ids.append(channel.id)
+    sink.default("/slow", Answer(hang=True))
+    await hub.publish_many([{"kind": "k", "subject": "s", "tenant": f"t{i}"} for i in range(4)])
+    return ids
+
+
+async def test_waiting_channels_start_together_once_enough_places_are_free(
+    hub: tidings.Hub, sink: Sink, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Channels waiting their turn start together (their claims go in one statement): one
+    job place freed while two channels wait is not filled until a second one is."""
+    monkeypatch.setattr(dispatcher, "JOBS_AT_ONCE", 2)
+    monkeypatch.setattr(dispatcher, "START_TOGETHER", 2)
+    monkeypatch.setattr(dispatcher, "START_TOGETHER_WAIT_S", 60.0)
+    slow, fast, *waiting = await _four_channels(hub, sink)
+    seen: list[tuple[str, int]] = []
+    fast_ended = asyncio.Event()
+    start, job_done = dispatcher.Dispatcher._start, dispatcher.Dispatcher._job_done
+
+    def started(self: dispatcher.Dispatcher, ctx: Any, channel: Any) -> Any:
+        seen.append(("start", channel.id))
+        return start(self, ctx, channel)
+
+    def ended(self: dispatcher.Dispatcher, channel: Any, task: Any) -> None:
+        seen.append(("end", channel.id))
+        if channel.id == fast:
+            fast_ended.set()
+        job_done(self, channel, task)
+
+    monkeypatch.setattr(dispatcher.Dispatcher, "_start", started)
+    monkeypatch.setattr(dispatcher.Dispatcher, "_job_done", ended)
+    async with running(hub, poll_interval_s=60):
+        await fast_ended.wait()  # one place is free; two channels wait
+        await sink.await_for(1, "/slow")
+        sink.default("/slow", Answer())
+        sink.release()
+        rows = await settled(hub, 4)
+    assert [r.state for r in rows] == [State.SENT] * 4
+    between = seen[seen.index(("end", fast)) : seen.index(("end", slow))]
+    assert not [e for e in between if e[0] == "start"], seen  # no one started alone
+    assert seen[seen.index(("end", slow)) + 1 :][:2] == [("start", i) for i in waiting], seen
+
+
+async def test_a_free_place_waits_for_others_only_so_long(
+    hub: tidings.Hub, sink: Sink, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long job (a held send here) holds its place: the channels waiting their turn still
+    start in the one place freed, once START_TOGETHER_WAIT_S has passed (not at the next
+    poll, nor when the long job ends)."""
+    monkeypatch.setattr(dispatcher, "JOBS_AT_ONCE", 2)
+    monkeypatch.setattr(dispatcher, "START_TOGETHER", 2)
+    monkeypatch.setattr(dispatcher, "START_TOGETHER_WAIT_S", 0.05)
+    await _four_channels(hub, sink)
+    async with running(hub, poll_interval_s=60):
+        await sink.await_for(3, "/hook", timeout_s=5)  # all three while /slow is held
+        assert sink.held == 1
+        sink.default("/slow", Answer())
+        sink.release()
+        rows = await settled(hub, 4)
+    assert [r.state for r in rows] == [State.SENT] * 4

@@ -57,6 +57,14 @@ JOBS_AT_ONCE = 256
 #: looks while wake-ups waited for it. New work wakes it at once anyway; this only delays
 #: rows falling due without an announcement (a retry's backoff) by as much.
 LOOK_AFTER_JOB_S = 0.1
+#: Due channels waiting their turn start together, this many at once (or all that wait)
+#: once as many job places are free: their claims then go in one statement. Started one
+#: by one as jobs ended, ten thousand small channels' claims went ~7 to a statement, and
+#: the dispatcher and the database spent ~8 % more a delivery on the statements.
+START_TOGETHER = 32
+#: ... but a free place waits for the others at most this long: a few long jobs (backlogs)
+#: may hold the other places for minutes.
+START_TOGETHER_WAIT_S = 0.05
 
 
 @dataclass(frozen=True)
@@ -138,6 +146,9 @@ class Dispatcher:
         # Set by `_sleep` when it woke only because a job ended, and a look was put off.
         self._only_ended = False
         self._look_put_off = False
+        # When channels waiting their turn start even if fewer than START_TOGETHER job
+        # places are free (None: no place waits for others).
+        self._start_by: float | None = None
         # Channels a wake-up named while their job ran (`_again`), started again as soon
         # as it ends (`_named`), ahead of the channels waiting their turn.
         self._again: set[int] = set()
@@ -287,6 +298,16 @@ class Dispatcher:
 
     def _start_waiting(self, ctx: JobContext) -> None:
         now = self._clock.monotonic()
+        free = JOBS_AT_ONCE - len(self._jobs)
+        if not self._waiting or free <= 0:
+            self._start_by = None
+            return
+        if free < min(START_TOGETHER, len(self._waiting)):
+            if self._start_by is None:
+                self._start_by = now + START_TOGETHER_WAIT_S
+            if now < self._start_by:
+                return  # `_sleep` wakes by then
+        self._start_by = None
         while self._waiting and len(self._jobs) < JOBS_AT_ONCE:
             channel_id = next(iter(self._waiting))  # the first in turn, without a copy
             channel = self._waiting.pop(channel_id)
@@ -365,6 +386,8 @@ class Dispatcher:
             timeout = min(timeout, min(self._resting.values()) - now)
         if self._look_put_off:
             timeout = min(timeout, self._looked_at + LOOK_AFTER_JOB_S - now)
+        if self._start_by is not None:
+            timeout = min(timeout, self._start_by - now)
         self._only_ended = False
         if not self._jobs:
             self.idle.set()
