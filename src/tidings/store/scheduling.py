@@ -7,15 +7,21 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import CTE, ColumnElement, ScalarSelect, Select, bindparam, func, select
+from sqlalchemy import CTE, ColumnElement, ScalarSelect, Select, func, select
 from sqlalchemy.engine import Connection
 
 from tidings.core.model import Channel
 from tidings.store import sealing
 from tidings.store.clock import TxClock, prepared_now
+from tidings.store.dialect import Dialect
+from tidings.store.dialects import dialect_for
 from tidings.store.schema import channels, deliveries, is_live
 
 d = deliveries
+#: Channels one statement reads at most: a first look reads every due channel, and SQLite
+#: takes as few as 32,766 parameters a statement in some builds (PostgreSQL's read binds
+#: one array).
+CHANNELS_PER_READ = 10_000
 
 
 def due_channels(
@@ -34,10 +40,12 @@ def due_channels(
     known = known or {}
     due = conn.execute(_due_statement(clock.unread), clock.now_param()).all()
     stale = [i for i, updated_at in due if i not in known or known[i].updated_at != updated_at]
-    loaded = {}
-    if stale:
-        found = conn.execute(_channels_statement(), {"ids": stale}).mappings()
-        loaded = {c.id: c for c in (sealing.channel(conn, r) for r in found)}
+    loaded: dict[int, Channel] = {}
+    statement = _channels_statement(dialect_for(conn))
+    for start in range(0, len(stale), CHANNELS_PER_READ):
+        ids = stale[start : start + CHANNELS_PER_READ]
+        found = conn.execute(statement, {"ids": ids}).mappings()
+        loaded.update((c.id, c) for c in (sealing.channel(conn, r) for r in found))
     # A channel deleted between the two reads is left out.
     return [c for i, _ in due if (c := loaded.get(i) or known.get(i)) is not None]
 
@@ -60,8 +68,10 @@ def _due_statement(database_clock: bool) -> Select[Any]:
 
 
 @functools.cache
-def _channels_statement() -> Select[Any]:
-    return select(channels).where(channels.c.id.in_(bindparam("ids", expanding=True)))
+def _channels_statement(dialect: Dialect) -> Select[Any]:
+    # One array parameter on PostgreSQL: an expanding IN of a first look's ten thousand
+    # channels took SQLAlchemy ~0.2 s to render.
+    return select(channels).where(dialect.ids_param(channels.c.id, "ids"))
 
 
 def next_due_at(conn: Connection) -> datetime | None:
