@@ -24,6 +24,12 @@ from tidings.core.outcome import Outcome, attempt_status
 _otel: Any = None
 #: A tracer provider given to tidings alone (`use`); else OpenTelemetry's global one.
 _provider: Any = None
+#: OpenTelemetry's global provider can be set only once, so once seen it is kept here.
+_global_seen = False
+#: Until a global provider is seen, it is looked for again at most this often: the look
+#: reads `os.environ` (a miss costs ~1 µs), and `active()` is asked several times a send.
+GLOBAL_LOOK_S = 0.25
+_next_global_look = 0.0
 
 #: At most this many events are linked from one claim's or digest's span.
 MAX_LINKS = 128
@@ -49,8 +55,9 @@ def _api() -> Any:
 
 def use(provider: Any) -> None:
     """Send tidings' spans to `provider` rather than the global one (None: the global)."""
-    global _provider
+    global _provider, _next_global_look
     _provider = provider
+    _next_global_look = 0.0
 
 
 def _tracer_provider() -> Any:
@@ -58,11 +65,22 @@ def _tracer_provider() -> Any:
 
 
 def active() -> bool:
-    """True when spans go somewhere: the extra is installed and a provider was set."""
+    """True when spans go somewhere: the extra is installed and a provider was set. A global
+    provider set after tidings last looked counts within `GLOBAL_LOOK_S`."""
+    global _global_seen, _next_global_look
+    if _provider is None:
+        if _global_seen:
+            return True
+        if time.monotonic() < _next_global_look:
+            return False
     otel = _api()
     if not otel:
         return False
-    return not isinstance(_tracer_provider(), otel.trace.ProxyTracerProvider)
+    if isinstance(_tracer_provider(), otel.trace.ProxyTracerProvider):
+        _next_global_look = time.monotonic() + GLOBAL_LOOK_S
+        return False
+    _global_seen = _global_seen or _provider is None
+    return True
 
 
 def _context_of(traceparent: str | None) -> Any:
@@ -163,5 +181,7 @@ def configure_from_environment() -> bool:
     name = os.environ.get("OTEL_SERVICE_NAME", "tidings")
     provider = TracerProvider(resource=Resource.create({"service.name": name}))
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    global _next_global_look
     _api().trace.set_tracer_provider(provider)
+    _next_global_look = 0.0  # seen at the next look
     return True

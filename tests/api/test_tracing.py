@@ -3,6 +3,8 @@ event's traceparent), and a webhook carries the send's traceparent on to the rec
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -78,3 +80,31 @@ async def test_tracing_off_sends_no_traceparent_and_an_invalid_one_is_ignored(
     assert "traceparent" not in received.headers
     with pytest.raises(tidings.ValidationError):
         await hub.publish(kind="a.b", subject="s", traceparent="nope")
+
+
+# OpenTelemetry's global provider can be set once per process: these run in a process each.
+GLOBAL_PROVIDER_LATER = """
+import time
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from tidings import tracing
+
+assert not tracing.active()
+trace.set_tracer_provider(TracerProvider())
+deadline = time.monotonic() + 10
+while not tracing.active():
+    assert time.monotonic() < deadline, "a global provider set later was never seen"
+    time.sleep(0.01)
+assert tracing.active()
+print("seen")
+"""
+
+
+def test_a_global_provider_set_after_a_look_is_seen() -> None:
+    """`active()` keeps its "no" for a moment (it is asked several times a send), never
+    for good: a library user may set OpenTelemetry's global provider at any time."""
+    done = subprocess.run(
+        [sys.executable, "-c", GLOBAL_PROVIDER_LATER], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "seen"

@@ -194,10 +194,10 @@ class Dispatcher:
         ctx = JobContext(
             store=self.store,
             registry=self.registry,
-            send_context=lambda traceparent=None: SendContext(
+            send_context=lambda traceparent=None, at=None: SendContext(
                 http=http,
                 store=self.store,
-                attempt_at=self._clock.now(),
+                attempt_at=self._clock.now() if at is None else at,
                 traceparent=traceparent,
             ),
             slots=SendSlots(self.config.concurrency),

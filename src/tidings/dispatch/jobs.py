@@ -47,7 +47,8 @@ RECORD_RETRY_MAX_S = 2.0
 class JobContext:
     store: Store
     registry: Registry
-    #: A send's context; given the send span's traceparent when tracing is on.
+    #: A send's context (`traceparent`: the send span's, when tracing is on; `at`: the
+    #: attempt's time, when the caller already read the clock; now when not given).
     send_context: Callable[..., SendContext]
     #: Send slots across all channels, handed out in turns by channel.
     slots: SendSlots

@@ -234,8 +234,8 @@ async def _send_claim(ctx: JobContext, claimed: Claimed) -> None:
                 if ctx.stopping.is_set() or (started and ctx.clock.monotonic() > start_by):
                     continue  # left out of the results: given back by _write
                 started += 1
-                waiting[item.delivery.id] = ctx.clock.now()
-                results.append(await _send_one(ctx, adapter, claim.channel, item))
+                waiting[item.delivery.id] = at = ctx.clock.now()
+                results.append(await _send_one(ctx, adapter, claim.channel, item, at))
                 del waiting[item.delivery.id]
             finally:
                 ctx.slots.release(channel_id)
@@ -259,20 +259,20 @@ async def _send_claim(ctx: JobContext, claimed: Claimed) -> None:
 
 
 async def _send_one(
-    ctx: JobContext, adapter: Adapter, channel: Channel, item: ClaimedDelivery
+    ctx: JobContext, adapter: Adapter, channel: Channel, item: ClaimedDelivery, at: datetime
 ) -> SendResult:
     if tracing.active():
-        return await _send_one_traced(ctx, adapter, channel, item)
+        return await _send_one_traced(ctx, adapter, channel, item, at)
     target = Target((item.delivery.id,), message_id=item.delivery.message_id)
     try:
         message = sending.render_single(adapter, channel, target, item.event)
     except Exception as error:
         return sending.render_failed(target.delivery_ids, None, error, ctx.clock.now)
-    return await sending.send(adapter, ctx.send_context(), channel, message, ctx.clock.now)
+    return await sending.send(adapter, ctx.send_context(at=at), channel, message, ctx.clock.now)
 
 
 async def _send_one_traced(
-    ctx: JobContext, adapter: Adapter, channel: Channel, item: ClaimedDelivery
+    ctx: JobContext, adapter: Adapter, channel: Channel, item: ClaimedDelivery, at: datetime
 ) -> SendResult:
     """The same, as a span in the event's trace (render a span within it)."""
     target = Target((item.delivery.id,), message_id=item.delivery.message_id)
@@ -283,6 +283,7 @@ async def _send_one_traced(
                 message = sending.render_single(adapter, channel, target, item.event)
         except Exception as error:
             return sending.render_failed(target.delivery_ids, None, error, ctx.clock.now)
-        result = await sending.send(adapter, ctx.send_context(tp), channel, message, ctx.clock.now)
+        context = ctx.send_context(tp, at)
+        result = await sending.send(adapter, context, channel, message, ctx.clock.now)
         tracing.outcome(result.outcome)
         return result

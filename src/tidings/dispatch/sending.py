@@ -130,7 +130,7 @@ async def send(
     message: Message,
     clock: Callable[[], datetime],
 ) -> SendResult:
-    started = clock()
+    started = ctx.attempt_at  # read just before, by whoever made the context
     outcome = await _guarded(adapter, ctx, channel, message)
     return SendResult(
         ids=message.target.delivery_ids,
