@@ -77,4 +77,6 @@ def storable(text: str | None, max_bytes: int) -> str | None:
     """What the store writes for a free-text column: cleaned, then cut to `max_bytes` (O6)."""
     if text is None:
         return None
+    if text.isascii() and "\x00" not in text and len(text) <= max_bytes:
+        return text  # the usual short answer: nothing to clean or cut (no regex passes)
     return truncate_utf8(clean(text), max_bytes)
