@@ -56,7 +56,10 @@ async def test_c3_a_stopped_worker_resumed_after_reclaim_changes_nothing(
     sink.script("/hook", Answer(500, "first try", hang=True))
     await webhook(hub, sink.url("/hook"), timeout_s=0.7)
     await hub.publish(kind="monitor.down", subject="m:1")
-    with workers(tmp_path, db_url, "sleepy") as (sleepy,):
+    # Without retention, a worker whose send is out writes nothing until its answer comes:
+    # frozen in the middle of a retention batch, it would hold SQLite's write lock, and the
+    # fresh worker could not start (a busy machine made that happen).
+    with workers(tmp_path, db_url, "sleepy", retention_days=0) as (sleepy,):
         await sink.await_for(1, "/hook")
         sleepy.signal(signal.SIGSTOP)
         await asyncio.sleep(LEASE_S + 0.5)  # its lease runs out while it is frozen
