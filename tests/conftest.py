@@ -6,6 +6,7 @@ import os
 import shutil
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import create_engine, text
@@ -58,17 +59,34 @@ def postgres() -> Server:
     return PG.server
 
 
+#: What the test processes found: (a server was used, where from or why not). With
+#: pytest-xdist the tests run in worker processes, which hand it to the controller.
+FOUND: dict[bool, str] = {}
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if PG.looked:
-        line = PG.reason if PG.server else f"!!! {PG.reason} — PostgreSQL tests were skipped !!!"
-        terminalreporter.write_line(
-            f"tidings: {line}", bold=PG.server is None, red=PG.server is None
-        )
+        FOUND[PG.server is not None] = PG.reason
+    for used, reason in sorted(FOUND.items()):
+        line = reason if used else f"!!! {reason} — PostgreSQL tests were skipped !!!"
+        terminalreporter.write_line(f"tidings: {line}", bold=not used, red=not used)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
+    handed = getattr(session.config, "workeroutput", None)  # set in an xdist worker
+    if handed is not None and PG.looked:
+        handed["tidings_postgres"] = (PG.server is not None, PG.reason)
     if PG.server is not None and PG.database is not None:
         PG.server.drop_database(PG.database)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """An xdist worker ended: keep what it found for the summary."""
+    found = getattr(node, "workeroutput", {}).get("tidings_postgres")
+    if found is not None:
+        used, reason = found
+        FOUND[bool(used)] = str(reason)
 
 
 @pytest.fixture(scope="session")

@@ -13,8 +13,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 #: Import names of the dev extra's packages (apprise is an optional extra of its own).
 DEV_ONLY = [
-    "aiosmtpd", "trustme", "pytest", "pytest_asyncio", "hypothesis", "psycopg", "mypy", "ruff",
-    "httpx", "schemathesis", "playwright", "importlinter", "apprise",
+    "aiosmtpd", "trustme", "pytest", "pytest_asyncio", "xdist", "hypothesis", "psycopg", "mypy",
+    "ruff", "httpx", "schemathesis", "playwright", "importlinter", "apprise",
 ]  # fmt: skip
 
 
