@@ -5,6 +5,8 @@ than queueing behind every send the backlog already has waiting."""
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Callable
 
 import tidings
 from tests.dispatch.helpers import running, webhook
@@ -103,3 +105,70 @@ async def test_a_channel_with_nothing_in_flight_takes_a_kept_slot_at_once() -> N
     await asyncio.wait_for(asyncio.gather(*busy, quiet), 1)
     assert sorted(started) == sorted([*(f"busy-{i}" for i in range(6)), "quiet"])
     assert slots.free == 4
+
+
+# A saturated loop: every turn spends this long in one callback (the stand-in for a core
+# serving dozens of sends), so a callback scheduled at any moment waits about as long.
+BUSY_TURN_S = 0.005
+
+
+def _block_the_loop() -> None:
+    """One turn's work on a full core: the loop can do nothing else meanwhile."""
+    time.sleep(BUSY_TURN_S)
+
+
+async def _turns_until(check: Callable[[], bool], busy: bool, timeout_s: float = 5.0) -> None:
+    """Run turns of the loop, each `BUSY_TURN_S` long when `busy`, until `check()` holds."""
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, "the slots never got there"
+        if busy:
+            _block_the_loop()
+            await asyncio.sleep(0)
+        else:
+            await asyncio.sleep(0.001)
+
+
+async def test_on_a_saturated_loop_a_channel_holds_its_share_while_others_send() -> None:
+    slots = SendSlots(12, reserved=0)
+    assert slots.share == 4
+    done = asyncio.Event()
+
+    async def send(channel_id: int) -> None:
+        async with slots.slot(channel_id):
+            await done.wait()
+
+    quiet = asyncio.create_task(send(2))  # another channel sends too
+    await asyncio.sleep(0)
+    await _turns_until(lambda: slots.saturated, busy=True)
+    backlog = [asyncio.create_task(send(1)) for _ in range(12)]
+    await _turns_until(lambda: slots.free == 12 - 1 - slots.share, busy=True)
+    for _ in range(5):  # and no more than its share, turn after turn
+        _block_the_loop()
+        await asyncio.sleep(0)
+    assert slots.free == 12 - 1 - slots.share
+    # Calm again, the backlog takes the slots the share held back.
+    await _turns_until(lambda: not slots.saturated, busy=False)
+    await _turns_until(lambda: slots.free == 0, busy=False)
+    done.set()
+    await asyncio.wait_for(asyncio.gather(quiet, *backlog), 1)
+    assert slots.free == 12
+
+
+async def test_on_a_saturated_loop_a_channel_sending_alone_keeps_every_slot() -> None:
+    slots = SendSlots(12, reserved=0)
+    done = asyncio.Event()
+
+    async def send(channel_id: int) -> None:
+        async with slots.slot(channel_id):
+            await done.wait()
+
+    first = asyncio.create_task(send(1))
+    await asyncio.sleep(0)
+    await _turns_until(lambda: slots.saturated, busy=True)
+    rest = [asyncio.create_task(send(1)) for _ in range(11)]
+    await _turns_until(lambda: slots.free == 0, busy=True)
+    assert slots.saturated
+    done.set()
+    await asyncio.wait_for(asyncio.gather(first, *rest), 1)
+    assert slots.free == 12
