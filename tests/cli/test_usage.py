@@ -104,3 +104,19 @@ def test_usage_errors_are_one_line(argv: list[str], said: str) -> None:
     assert said in lines[0]
     assert "--help" in lines[0]  # where to look next
     assert "╭" not in done.stderr
+
+
+def test_commands_other_than_serve_do_not_load_the_web_stack() -> None:
+    """uvicorn, FastAPI and the app were a fifth of every command's start-up time."""
+    script = (
+        "import sys\n"
+        "from tidings.cli import app\n"
+        "loaded = [m for m in ('uvicorn', 'fastapi', 'starlette', 'tidings.server') "
+        "if m in sys.modules]\n"
+        "print(','.join(loaded))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == ""

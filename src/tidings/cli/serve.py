@@ -2,6 +2,9 @@
 
 It listens first: a port already taken is a one-line error before anything is created (no
 database, no first-start token, no inbox). Then it migrates, and creates those on a first start.
+
+The web stack (uvicorn, FastAPI, the API and the admin UI) is imported when `serve` runs: it
+is most of what every other command would otherwise load before doing anything.
 """
 
 from __future__ import annotations
@@ -11,25 +14,30 @@ import contextlib
 import signal
 import socket
 from collections.abc import Iterator
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-import uvicorn
 
 from tidings import heap
 from tidings.bootstrap import runtime
 from tidings.cli.app import ConfigOption, DbOption, app, fail, run_async, verbose
 from tidings.config import Settings, load
-from tidings.server import create_app
+
+if TYPE_CHECKING:
+    import uvicorn
 
 
-class _Server(uvicorn.Server):
+def _server(config: uvicorn.Config) -> uvicorn.Server:
     """uvicorn without its own signal handling: ours stops the API and the dispatcher together,
     and exits 0 (uvicorn would re-raise the signal after shutting down)."""
+    import uvicorn
 
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
+    class Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            yield
+
+    return Server(config)
 
 
 @app.command()
@@ -71,6 +79,10 @@ def listening(host: str, port: int) -> Iterator[socket.socket]:
 
 
 async def _serve(settings: Settings, sock: socket.socket, dispatch: bool = True) -> None:
+    import uvicorn
+
+    from tidings.server import create_app
+
     async with runtime(settings, migrate=True, wait=True) as rt:
         await rt.service.check_lease()
         token = await rt.service.bootstrap()
@@ -80,7 +92,7 @@ async def _serve(settings: Settings, sock: socket.socket, dispatch: bool = True)
                 "Keep this token, it is not shown again:\n" + token,
                 flush=True,
             )
-        server = _Server(
+        server = _server(
             uvicorn.Config(
                 create_app(rt.service),
                 host=settings.host,
