@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 
 import tidings
+from tests.conftest import count
 from tests.dispatch.helpers import running, webhook
 from tests.sink import Answer, Sink
 from tidings.dispatch.slots import SendSlots
@@ -172,3 +173,46 @@ async def test_on_a_saturated_loop_a_channel_sending_alone_keeps_every_slot() ->
     done.set()
     await asyncio.wait_for(asyncio.gather(first, *rest), 1)
     assert slots.free == 12
+
+
+async def test_on_a_saturated_loop_a_backlog_sends_within_its_share_and_every_row_once(
+    hub: tidings.Hub, sink: Sink
+) -> None:
+    answer_s = 0.2
+    sink.default("/busy", Answer(200, delay_s=answer_s))
+    await webhook(hub, sink.url("/busy"), name="busy", filter={"kinds": ["busy.*"]})
+    await webhook(hub, sink.url("/quiet"), name="quiet", filter={"kinds": ["quiet.*"]})
+    await hub.publish_many([{"kind": "busy.alert", "subject": f"b{i}"} for i in range(48)])
+    stop = asyncio.Event()
+
+    async def saturate() -> None:
+        while not stop.is_set():
+            _block_the_loop()
+            await asyncio.sleep(0)
+
+    async def trickle() -> None:  # the quiet channel sends now and then: channels take turns
+        while not stop.is_set():
+            await hub.publish(kind="quiet.alert", subject="now and then")
+            await asyncio.sleep(0.1)
+
+    async with running(hub, concurrency=12, claim_size=24):
+        share = 12 // 3
+        helpers = [asyncio.create_task(saturate()), asyncio.create_task(trickle())]
+        try:
+            await sink.await_for(48, "/busy", timeout_s=60)
+        finally:
+            stop.set()
+            await asyncio.gather(*helpers)
+    arrivals = sorted(r.at for r in sink.requests("/busy"))
+    assert len(arrivals) == 48  # each row once
+    assert await count(hub, "attempts") >= 48
+    # Every send arriving within one answer's time is still out at the window's end, so no
+    # window holds more arrivals than the busy channel had slots. Its first claim took all
+    # twelve before the loop was found saturated; after that, its share.
+    settled = arrivals[0] + 2 * answer_s
+    most = max(
+        sum(1 for t in arrivals if start <= t < start + answer_s * 0.75)
+        for start in arrivals
+        if start >= settled
+    )
+    assert most <= share
