@@ -1,27 +1,39 @@
 """The latency scenario: publish → receipt at the sink, one event at a time, through an idle
-worker whose poll interval (10 s) is far longer than any figure, so only wake-ups count."""
+worker whose poll interval (10 s) is far longer than any figure, so only wake-ups count.
+
+Its baseline is the bare pipeline (bench/bare_pipeline.py): the same hops — a durable
+one-statement publish with NOTIFY, a lease, a POST — without tidings, on a database of its
+own with the same tables. Half its events go before tidings' and half after, so a machine
+that drifts during the run moves both alike; tidings' figures are given as ratios to it."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import statistics
+import subprocess
+import sys
 import time
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
 
 import httpx
 
-from bench import workload
+from bench import bare_pipeline, workload
 from bench.keys import shared_key_file
-from bench.processes import Sink, workers
+from bench.processes import ROOT, Sink, stop, workers
 from bench.result import Result
 from bench.rig import Rig
 
 POLL_INTERVAL_S = 10
+#: The idle gap between two events.
+GAP_S = 0.05
+
+Publish = Callable[[dict[str, Any]], Awaitable[object]]
 
 
-async def _publish_one_by_one(url: str, sink: Sink, n: int) -> None:
-    import tidings  # on use: see bench/scenarios/raw.py
-
-    async with httpx.AsyncClient(timeout=20) as client, tidings.Hub(url) as hub:
+async def _one_by_one(sink: Sink, n: int, publish: Publish) -> None:
+    async with httpx.AsyncClient(timeout=20) as client:
         for i in range(n):
             # The receipt is waited for with a long poll: polling the sink would load the
             # very processes whose latency is measured.
@@ -29,10 +41,28 @@ async def _publish_one_by_one(url: str, sink: Sink, n: int) -> None:
                 client.get(sink.url("/wait"), params={"count": i + 1, "timeout": 15})
             )
             await asyncio.sleep(0.002)  # the long poll is in place before the publish
-            await hub.publish(**workload.event(i, t=time.time()))
+            await publish(workload.event(i, t=time.time()))
             if int((await arrived).json()["count"]) < i + 1:
                 raise TimeoutError(f"event {i} did not arrive within 15 s")
-            await asyncio.sleep(0.05)  # idle gap between events
+            await asyncio.sleep(GAP_S)
+
+
+async def publish_one_by_one(url: str, sink: Sink, n: int) -> None:
+    """`n` events published through the library one at a time, each awaited at the sink."""
+    import tidings  # on use: see bench/scenarios/raw.py
+
+    async with tidings.Hub(url) as hub:
+        await _one_by_one(sink, n, lambda event: hub.publish(**event))
+
+
+async def _through_bare(url: str, sink: Sink, n: int, channel_id: int) -> None:
+    import asyncpg
+
+    conn = await asyncpg.connect(url)
+    try:
+        await _one_by_one(sink, n, lambda e: bare_pipeline.publish_one(conn, channel_id, e))
+    finally:
+        await conn.close()
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -41,29 +71,84 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
 
-def _latencies_ms(rig: Rig, url: str) -> list[float]:
-    """Each event's publish → receipt time, as the sink recorded it (wall clock)."""
-    settings = {"poll_interval_s": POLL_INTERVAL_S, "lease_s": 120}
-    with workers(rig.tmp, url, 1, **settings) as started:
-        started[0].wait_started()
-        time.sleep(0.5)
-        rig.sink.reset()
-        asyncio.run(_publish_one_by_one(url, rig.sink, rig.counts.latency))
-        return [x * 1000 for x in rig.sink.stats()["latencies"]]
+def _received_ms(sink: Sink, run: Callable[[], None]) -> list[float]:
+    """Each event's publish → receipt time during `run`, as the sink recorded it (wall
+    clock on both sides, one machine)."""
+    sink.reset()
+    run()
+    return [x * 1000 for x in sink.stats()["latencies"]]
+
+
+@contextlib.contextmanager
+def _bare_worker(url: str, sink_url: str) -> Iterator[None]:
+    command = [sys.executable, "-m", "bench.bare_pipeline", "worker", url, sink_url]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, cwd=ROOT)
+    try:
+        assert process.stdout is not None
+        if process.stdout.readline().strip() != b"ready":
+            raise RuntimeError("bench.bare_pipeline did not start")
+        yield
+    finally:
+        stop(process)
+
+
+def _channel_id(rig: Rig, name: str) -> int:
+    with rig.pg.connect(name) as conn:
+        row = conn.execute("SELECT min(id) FROM channels").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def _measured(rig: Rig) -> tuple[list[float], list[float]]:
+    """(tidings' latencies, the bare pipeline's), in ms."""
+    n = rig.counts.latency
+    sink = rig.sink
+    hook = workload.webhook("lat", sink.url("/lat"))
+    with rig.pg.database() as (bare_name, bare_url), rig.pg.database() as (_name, url):
+        asyncio.run(workload.setup(bare_url, [hook]))
+        asyncio.run(workload.setup(url, [hook]))
+        channel_id = _channel_id(rig, bare_name)
+        settings = {"poll_interval_s": POLL_INTERVAL_S, "lease_s": 120}
+        with _bare_worker(bare_url, sink.url("/lat")), workers(rig.tmp, url, 1, **settings) as w:
+            w[0].wait_started()
+            time.sleep(0.5)
+
+            def bare(count: int) -> list[float]:
+                return _received_ms(
+                    sink, lambda: asyncio.run(_through_bare(bare_url, sink, count, channel_id))
+                )
+
+            before = bare(n // 2)
+            mine = _received_ms(sink, lambda: asyncio.run(publish_one_by_one(url, sink, n)))
+            return mine, before + bare(n - n // 2)
 
 
 def run(rig: Rig) -> list[Result]:
-    with shared_key_file(rig.tmp), rig.pg.database() as (_name, url):
-        asyncio.run(workload.setup(url, [workload.webhook("lat", rig.sink.url("/lat"))]))
-        lat = _latencies_ms(rig, url)
-    notes = {
+    with shared_key_file(rig.tmp):
+        lat, bare = _measured(rig)
+    notes: dict[str, Any] = {
         "events": len(lat),
         "poll_interval_s": POLL_INTERVAL_S,
         "mean_ms": round(statistics.mean(lat), 2),
         "max_ms": round(max(lat), 2),
+        "bare_pipeline": {
+            "events": len(bare),
+            "p50_ms": round(percentile(bare, 0.50), 3),
+            "p99_ms": round(percentile(bare, 0.99), 3),
+        },
         "clock": "time.time() on both sides, same machine",
     }
     return [
-        Result("latency/p50", percentile(lat, 0.50), "ms", "postgresql", notes=notes),
-        Result("latency/p99", percentile(lat, 0.99), "ms", "postgresql", notes=notes),
+        Result(
+            f"latency/{name}",
+            percentile(lat, q),
+            "ms",
+            "postgresql",
+            ratio_to_raw=percentile(lat, q) / percentile(bare, q),
+            notes=notes,
+        )
+        for name, q in (("p50", 0.50), ("p99", 0.99))
+    ] + [
+        Result(f"latency/bare-{name}", percentile(bare, q), "ms", "postgresql", notes=notes)
+        for name, q in (("p50", 0.50), ("p99", 0.99))
     ]

@@ -30,8 +30,7 @@ from bench.processes import workers
 from bench.result import Result
 from bench.rig import Rig
 from bench.scenarios.e2e import Drain, run_drain
-from bench.scenarios.latency import POLL_INTERVAL_S, percentile
-from bench.scenarios.latency import _publish_one_by_one as publish_one_by_one
+from bench.scenarios.latency import POLL_INTERVAL_S, percentile, publish_one_by_one
 
 #: Days the workers keep ended rows; the old rows are older than this.
 RETENTION_DAYS = 30
