@@ -3,8 +3,9 @@ worker whose poll interval (10 s) is far longer than any figure, so only wake-up
 
 Its baseline is the bare pipeline (bench/bare_pipeline.py): the same hops — a durable
 one-statement publish with NOTIFY, a lease, a POST — without tidings, on a database of its
-own with the same tables. Half its events go before tidings' and half after, so a machine
-that drifts during the run moves both alike; tidings' figures are given as ratios to it."""
+own with the same tables. The two take turns event by event, so a machine whose idle
+wake-ups get faster or slower during the run moves both alike; tidings' figures are given as
+ratios to it."""
 
 from __future__ import annotations
 
@@ -55,12 +56,25 @@ async def publish_one_by_one(url: str, sink: Sink, n: int) -> None:
         await _one_by_one(sink, n, lambda event: hub.publish(**event))
 
 
-async def _through_bare(url: str, sink: Sink, n: int, channel_id: int) -> None:
+async def _taking_turns(url: str, bare_url: str, sink: Sink, n: int, channel_id: int) -> None:
+    """`n` events through each, one at a time: tidings, then the bare pipeline, and so on."""
     import asyncpg
 
-    conn = await asyncpg.connect(url)
+    import tidings  # on use: see bench/scenarios/raw.py
+
+    conn = await asyncpg.connect(bare_url)
     try:
-        await _one_by_one(sink, n, lambda e: bare_pipeline.publish_one(conn, channel_id, e))
+        async with tidings.Hub(url) as hub:
+            turn = 0
+
+            async def publish(event: dict[str, Any]) -> object:
+                nonlocal turn
+                turn += 1
+                if turn % 2:
+                    return await hub.publish(**event)
+                return await bare_pipeline.publish_one(conn, channel_id, event)
+
+            await _one_by_one(sink, 2 * n, publish)
     finally:
         await conn.close()
 
@@ -69,14 +83,6 @@ def percentile(values: list[float], q: float) -> float:
     """The value at rank q·(n-1), rounded: no interpolation between two measured values."""
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
-
-
-def _received_ms(sink: Sink, run: Callable[[], None]) -> list[float]:
-    """Each event's publish → receipt time during `run`, as the sink recorded it (wall
-    clock on both sides, one machine)."""
-    sink.reset()
-    run()
-    return [x * 1000 for x in sink.stats()["latencies"]]
 
 
 @contextlib.contextmanager
@@ -112,15 +118,11 @@ def _measured(rig: Rig) -> tuple[list[float], list[float]]:
         with _bare_worker(bare_url, sink.url("/lat")), workers(rig.tmp, url, 1, **settings) as w:
             w[0].wait_started()
             time.sleep(0.5)
-
-            def bare(count: int) -> list[float]:
-                return _received_ms(
-                    sink, lambda: asyncio.run(_through_bare(bare_url, sink, count, channel_id))
-                )
-
-            before = bare(n // 2)
-            mine = _received_ms(sink, lambda: asyncio.run(publish_one_by_one(url, sink, n)))
-            return mine, before + bare(n - n // 2)
+            sink.reset()
+            asyncio.run(_taking_turns(url, bare_url, sink, n, channel_id))
+            # Arrived in the order published: one at a time, each awaited.
+            received = [x * 1000 for x in sink.stats()["latencies"]]
+            return received[0::2], received[1::2]
 
 
 def run(rig: Rig) -> list[Result]:
