@@ -92,7 +92,7 @@ async def test_a_token_without_the_publish_scope_is_forbidden(api: Api) -> None:
         ({"subject": "s"}, "kind"),
         (EVENT | {"severity": "apocalyptic"}, "severity"),
         (EVENT | {"surprise": 1}, "surprise"),
-        ([EVENT], "request"),
+        ([EVENT], "body"),
     ],
 )
 async def test_a_bad_body_gets_the_routes_422(api: Api, body: object, field: str) -> None:

@@ -33,12 +33,8 @@ def require(scope: Scope) -> Callable[..., Awaitable[TokenInfo]]:
         background: BackgroundTasks,
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
     ) -> TokenInfo:
-        if credentials is None or not credentials.credentials:
-            raise HTTPException(401, "a bearer token is required", headers=_CHALLENGE)
+        token = await _token(request, credentials)
         access = _service(request).access
-        token = await access.authenticate(credentials.credentials)
-        if token is None:
-            raise HTTPException(401, "unknown, revoked or expired token", headers=_CHALLENGE)
         if not allows(token.scopes, scope):
             raise HTTPException(403, f"this token lacks the {scope.value!r} scope")
         if access.use_due(token):
@@ -46,3 +42,20 @@ def require(scope: Scope) -> Callable[..., Awaitable[TokenInfo]]:
         return token
 
     return check
+
+
+async def _token(request: Request, credentials: HTTPAuthorizationCredentials | None) -> TokenInfo:
+    if credentials is None or not credentials.credentials:
+        raise HTTPException(401, "a bearer token is required", headers=_CHALLENGE)
+    token = await _service(request).access.authenticate(credentials.credentials)
+    if token is None:
+        raise HTTPException(401, "unknown, revoked or expired token", headers=_CHALLENGE)
+    return token
+
+
+async def authenticate(request: Request) -> None:
+    """Raise the 401 a route's scope check would, for a request refused before that check
+    ran: FastAPI decodes a JSON body before it resolves a route's dependencies, so a body
+    that is not JSON would otherwise be answered to anyone. Every route with a body needs
+    a token; which scope, the route says once the body is readable."""
+    await _token(request, await bearer(request))
