@@ -10,8 +10,10 @@ from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic.config import JsonDict
 
 from tidings.core.kinds import FieldType, SizeUnit
+from tidings.core.validate import CHANNEL_BOUNDS, EVENT_BOUNDS
 
 Severity = Literal["info", "low", "medium", "high", "critical"]
 State = Literal["pending", "sending", "sent", "failed", "skipped"]
@@ -20,6 +22,7 @@ CONFIG_DOC = (
     "The kind's settings, checked against its declaration: `GET /v1/channel-kinds` lists "
     "each kind's fields (name, type, required, secret). Unknown keys are refused."
 )
+TIMEOUT_DOC = "Seconds a send may take; the running lease must be at least 4 times it"
 CONFIG_OUT_DOC = CONFIG_DOC + " Secret fields read back masked: `••••` + the last 4."
 
 
@@ -27,17 +30,30 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+def _event(field: str) -> JsonDict:
+    """The field's bounds, documented: the core checks them, with its own messages."""
+    bounds: JsonDict = {}
+    bounds.update(EVENT_BOUNDS[field])  # a copy: pydantic may add to it
+    return bounds
+
+
+def _channel(field: str) -> JsonDict:
+    bounds: JsonDict = {}
+    bounds.update(CHANNEL_BOUNDS[field])
+    return bounds
+
+
 class EventIn(Strict):
-    kind: str = Field(examples=["finding.created"])
-    subject: str = Field(examples=["finding:8812"])
+    kind: str = Field(examples=["finding.created"], json_schema_extra=_event("kind"))
+    subject: str = Field(examples=["finding:8812"], json_schema_extra=_event("subject"))
     severity: Severity = "info"
-    title: str = ""
-    body: str = ""
-    url: str | None = None
-    labels: dict[str, str] = Field(default_factory=dict)
+    title: str = Field(default="", json_schema_extra=_event("title"))
+    body: str = Field(default="", json_schema_extra=_event("body"))
+    url: str | None = Field(default=None, json_schema_extra=_event("url"))
+    labels: dict[str, str] = Field(default_factory=dict, json_schema_extra=_event("labels"))
     data: dict[str, Any] = Field(default_factory=dict)
-    tenant: str | None = None
-    idempotency_key: str | None = None
+    tenant: str | None = Field(default=None, json_schema_extra=_event("tenant"))
+    idempotency_key: str | None = Field(default=None, json_schema_extra=_event("idempotency_key"))
 
 
 class BatchIn(Strict):
@@ -45,51 +61,67 @@ class BatchIn(Strict):
 
 
 class ChannelIn(Strict):
-    name: str
-    kind: str = Field(description="One of the kinds `GET /v1/channel-kinds` lists")
+    name: str = Field(json_schema_extra=_channel("name"))
+    kind: str = Field(
+        description="One of the kinds `GET /v1/channel-kinds` lists",
+    )
     config: dict[str, Any] = Field(default_factory=dict, description=CONFIG_DOC)
     enabled: bool = True
     mode: Literal["realtime", "digest"] = "realtime"
-    digest_period_s: float = 3600.0
+    digest_period_s: float = Field(default=3600.0, json_schema_extra=_channel("digest_period_s"))
     filter: dict[str, Any] = Field(default_factory=dict)
     rate_per_min: float | None = Field(
-        default=None, description="Sends per minute (0: unlimited); the kind's default if absent"
+        default=None,
+        description="Sends per minute (0: unlimited); the kind's default if absent",
+        json_schema_extra=_channel("rate_per_min"),
     )
-    rate_burst: int = 1
-    max_attempts: int = 3
-    retry_backoff_s: float = 30.0
-    timeout_s: float = 15.0
-    max_age_s: float | None = None
-    tenant: str | None = None
+    rate_burst: int = Field(default=1, json_schema_extra=_channel("rate_burst"))
+    max_attempts: int = Field(default=3, json_schema_extra=_channel("max_attempts"))
+    retry_backoff_s: float = Field(default=30.0, json_schema_extra=_channel("retry_backoff_s"))
+    timeout_s: float = Field(
+        default=15.0, description=TIMEOUT_DOC, json_schema_extra=_channel("timeout_s")
+    )
+    max_age_s: float | None = Field(default=None, json_schema_extra=_channel("max_age_s"))
+    tenant: str | None = Field(default=None, json_schema_extra=_channel("tenant"))
     templates: dict[str, str] = Field(default_factory=dict)
     fallback_channel_id: int | None = Field(
-        default=None, description="F1: the channel a failed delivery escalates to"
+        default=None,
+        description="F1: the channel a failed delivery escalates to",
+        json_schema_extra=_channel("fallback_channel_id"),
     )
     retention_days: float | None = Field(
-        default=None, description="R1: days its ended deliveries are kept (default: global)"
+        default=None,
+        description="R1: days its ended deliveries are kept (default: global)",
+        json_schema_extra=_channel("retention_days"),
     )
 
 
 class ChannelPatch(Strict):
-    name: str | None = None
+    name: str | None = Field(default=None, json_schema_extra=_channel("name"))
     config: dict[str, Any] | None = Field(
         default=None,
         description=CONFIG_DOC + " A secret sent back as read (masked) keeps the stored value.",
     )
     enabled: bool | None = None
     mode: Literal["realtime", "digest"] | None = None
-    digest_period_s: float | None = None
+    digest_period_s: float | None = Field(
+        default=None, json_schema_extra=_channel("digest_period_s")
+    )
     filter: dict[str, Any] | None = None
-    rate_per_min: float | None = None
-    rate_burst: int | None = None
-    max_attempts: int | None = None
-    retry_backoff_s: float | None = None
-    timeout_s: float | None = None
-    max_age_s: float | None = None
-    tenant: str | None = None
+    rate_per_min: float | None = Field(default=None, json_schema_extra=_channel("rate_per_min"))
+    rate_burst: int | None = Field(default=None, json_schema_extra=_channel("rate_burst"))
+    max_attempts: int | None = Field(default=None, json_schema_extra=_channel("max_attempts"))
+    retry_backoff_s: float | None = Field(
+        default=None, json_schema_extra=_channel("retry_backoff_s")
+    )
+    timeout_s: float | None = Field(default=None, json_schema_extra=_channel("timeout_s"))
+    max_age_s: float | None = Field(default=None, json_schema_extra=_channel("max_age_s"))
+    tenant: str | None = Field(default=None, json_schema_extra=_channel("tenant"))
     templates: dict[str, str] | None = None
-    fallback_channel_id: int | None = None
-    retention_days: float | None = None
+    fallback_channel_id: int | None = Field(
+        default=None, json_schema_extra=_channel("fallback_channel_id")
+    )
+    retention_days: float | None = Field(default=None, json_schema_extra=_channel("retention_days"))
 
 
 class ErrorBody(BaseModel):

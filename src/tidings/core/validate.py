@@ -34,6 +34,33 @@ MAX_DAYS = 100 * 366.0
 #: The largest id a 64-bit column holds.
 MAX_ID = 2**63 - 1
 
+#: What `event_input` and `channel_spec` accept, field by field, in JSON Schema's words: the
+#: API documents these (a client generated from it refuses what tidings would), and
+#: tests/api/test_documented_bounds.py holds each to what the checks below enforce.
+EVENT_BOUNDS: dict[str, dict[str, float]] = {
+    "kind": {"minLength": 1, "maxLength": 200},
+    "subject": {"minLength": 1, "maxLength": 500},
+    "title": {"maxLength": 1000},
+    "body": {"maxLength": 65536},
+    "url": {"maxLength": 2048},
+    "labels": {"maxProperties": MAX_LABELS},
+    "tenant": {"minLength": 1, "maxLength": 200},
+    "idempotency_key": {"minLength": 1, "maxLength": 255},
+}
+CHANNEL_BOUNDS: dict[str, dict[str, float]] = {
+    "name": {"minLength": 1, "maxLength": 100},
+    "digest_period_s": {"exclusiveMinimum": 0, "maximum": MAX_DURATION_S},
+    "rate_per_min": {"minimum": 0, "maximum": MAX_RATE_PER_MIN},
+    "rate_burst": {"minimum": 1, "maximum": MAX_RATE_BURST},
+    "max_attempts": {"minimum": 1, "maximum": MAX_ATTEMPTS},
+    "retry_backoff_s": {"minimum": 0, "maximum": MAX_DURATION_S},
+    "timeout_s": {"exclusiveMinimum": 0, "maximum": MAX_TIMEOUT_S},
+    "max_age_s": {"exclusiveMinimum": 0, "maximum": MAX_DURATION_S},
+    "tenant": {"minLength": 1, "maxLength": 200},
+    "fallback_channel_id": {"minimum": 1, "maximum": MAX_ID},
+    "retention_days": {"exclusiveMinimum": 0, "maximum": MAX_DAYS},
+}
+
 _TRACEPARENT = re.compile(r"[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
 _CHANNEL_KIND = re.compile(r"[a-z][a-z0-9_]*")
 # \s is str.isspace(); U+0000–U+001F and U+007F–U+009F are all of Unicode's category Cc.
