@@ -103,7 +103,7 @@ async def test_405_allows_every_method_the_path_is_served_by(api: Api) -> None:
         served[path] = {
             method.upper()
             for template, operations in templates.items()
-            if re.fullmatch(re.sub(r"\{[^}]+\}", "[^/]+", template), path)
+            if re.fullmatch(re.sub(r"\{[^}]+\}", "[0-9]+", template), path)
             for method in operations
         }
     assert any(len(methods) > 1 for methods in served.values())
@@ -112,3 +112,25 @@ async def test_405_allows_every_method_the_path_is_served_by(api: Api) -> None:
         assert response.status_code == 405, (path, response.text)
         assert response.json()["error"]["code"] == "method_not_allowed"
         assert response.headers["allow"] == ", ".join(sorted(methods)), path
+
+
+async def test_an_id_that_is_not_a_number_names_no_resource(api: Api) -> None:
+    """Ids are whole numbers in the path itself: `/v1/channels/health` is the health route's
+    alone (PATCH to it was routed to a channel called "health" and refused as an id), and
+    `/v1/channels/abc` is no resource at all."""
+    with_ids = [
+        (method, path)
+        for path, operations in api.app.openapi()["paths"].items()
+        if "{" in path
+        for method in operations
+    ]
+    assert len(with_ids) >= 10
+    for method, template in with_ids:
+        for wrong in ("abc", "-1", "1.5"):
+            path = re.sub(r"\{[^}]+\}", wrong, template)
+            answer = await api.client.request(method.upper(), path, headers=api.admin)
+            assert answer.status_code in (404, 405), (method, path, answer.text)
+            assert answer.json()["error"]["code"] in ("not_found", "method_not_allowed")
+    health = await api.client.patch("/v1/channels/health", headers=api.admin, json={})
+    assert health.status_code == 405
+    assert health.headers["allow"] == "GET"

@@ -43,7 +43,7 @@ async def list_breakers(service: ServiceDep) -> dict[str, Any]:
     return {"items": await service.breakers()}
 
 
-@router.get("/{channel_id}/health", response_model=BreakerOut, dependencies=READ)
+@router.get("/{channel_id:int}/health", response_model=BreakerOut, dependencies=READ)
 async def get_breaker(channel_id: ChannelId, service: ServiceDep) -> dict[str, Any]:
     return await service.breaker(channel_id)
 
@@ -54,12 +54,12 @@ async def create_channel(body: ChannelIn, service: ServiceDep) -> dict[str, Any]
     return await _saved(service, await service.create_channel(fields))
 
 
-@router.get("/{channel_id}", response_model=ChannelOut, dependencies=READ)
+@router.get("/{channel_id:int}", response_model=ChannelOut, dependencies=READ)
 async def get_channel(channel_id: ChannelId, service: ServiceDep) -> dict[str, Any]:
     return service.channel_json(await service.channel(channel_id))
 
 
-@router.patch("/{channel_id}", response_model=ChannelSaved, dependencies=ADMIN)
+@router.patch("/{channel_id:int}", response_model=ChannelSaved, dependencies=ADMIN)
 async def update_channel(
     channel_id: ChannelId, body: ChannelPatch, service: ServiceDep
 ) -> dict[str, Any]:
@@ -71,25 +71,25 @@ async def _saved(service: Service, channel: Channel) -> dict[str, Any]:
     return service.channel_json(channel) | {"warnings": await service.channel_warnings(channel)}
 
 
-@router.delete("/{channel_id}", status_code=204, dependencies=ADMIN)
+@router.delete("/{channel_id:int}", status_code=204, dependencies=ADMIN)
 async def delete_channel(channel_id: ChannelId, service: ServiceDep) -> Response:
     await service.delete_channel(channel_id)
     return Response(status_code=204)
 
 
-@router.post("/{channel_id}/enable", response_model=ChannelOut, dependencies=ADMIN)
+@router.post("/{channel_id:int}/enable", response_model=ChannelOut, dependencies=ADMIN)
 async def enable_channel(channel_id: ChannelId, service: ServiceDep) -> dict[str, Any]:
     return service.channel_json(await service.enable_channel(channel_id))
 
 
-@router.post("/{channel_id}/disable", response_model=ChannelOut, dependencies=ADMIN)
+@router.post("/{channel_id:int}/disable", response_model=ChannelOut, dependencies=ADMIN)
 async def disable_channel(channel_id: ChannelId, service: ServiceDep) -> dict[str, Any]:
     """Disable; its pending deliveries become skipped (C7)."""
     await service.disable_channel(channel_id, "disabled through the API")
     return service.channel_json(await service.channel(channel_id))
 
 
-@router.post("/{channel_id}/test", response_model=TestOut, dependencies=ADMIN)
+@router.post("/{channel_id:int}/test", response_model=TestOut, dependencies=ADMIN)
 async def test_channel(channel_id: ChannelId, service: ServiceDep) -> dict[str, Any]:
     """Send a test message now and return the classified outcome."""
     outcome = await service.test_channel(channel_id)
@@ -100,7 +100,7 @@ async def test_channel(channel_id: ChannelId, service: ServiceDep) -> dict[str, 
     }
 
 
-@router.post("/{channel_id}/rotate-secret", response_model=RotateSecretOut, dependencies=ADMIN)
+@router.post("/{channel_id:int}/rotate-secret", response_model=RotateSecretOut, dependencies=ADMIN)
 async def rotate_secret(
     channel_id: ChannelId,
     service: ServiceDep,

@@ -74,7 +74,7 @@ async def list_deliveries(
 
 
 @router.get(
-    "/{delivery_id}",
+    "/{delivery_id:int}",
     response_model=DeliveryDetailOut,
     dependencies=[Depends(require(Scope.READ))],
 )
@@ -106,7 +106,7 @@ async def replay(
     return asdict(done)
 
 
-@router.post("/{delivery_id}/resend", response_model=ResendOut)
+@router.post("/{delivery_id:int}/resend", response_model=ResendOut)
 async def resend(
     delivery_id: DeliveryId,
     service: ServiceDep,

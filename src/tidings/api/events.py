@@ -68,7 +68,9 @@ async def publish_batch(
     return Response(answer, 201, media_type=JSON)
 
 
-@router.get("/{event_id}", response_model=PublishOut, dependencies=[Depends(require(Scope.READ))])
+@router.get(
+    "/{event_id:int}", response_model=PublishOut, dependencies=[Depends(require(Scope.READ))]
+)
 async def get_event(
     event_id: Annotated[int, Path(ge=1, le=MAX_ID)], service: ServiceDep
 ) -> dict[str, Any]:

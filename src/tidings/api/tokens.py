@@ -77,7 +77,7 @@ async def create_token(body: TokenIn, service: ServiceDep) -> dict[str, Any]:
     return views.token(info) | {"token": token}
 
 
-@router.delete("/{token_id}", status_code=204, response_class=Response)
+@router.delete("/{token_id:int}", status_code=204, response_class=Response)
 async def revoke_token(token_id: TokenId, service: ServiceDep) -> Response:
     """Revoke a token at once; the admin UI sessions opened with it end too."""
     await service.access.revoke_token(token_id)
