@@ -3,6 +3,7 @@ completion, help on every option with its default, and one-line usage errors."""
 
 from __future__ import annotations
 
+import re
 import shlex
 import subprocess
 import sys
@@ -14,7 +15,7 @@ import typer
 
 import tidings
 from tests.cli.process import tidings_cli
-from tidings.cli import app
+from tidings.cli import app, main
 
 
 def options() -> list[tuple[str, typer.core.TyperOption]]:
@@ -120,3 +121,33 @@ def test_commands_other_than_serve_do_not_load_the_web_stack() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == ""
+
+
+def _rendered_help(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
+    code = main([*argv, "--help"])
+    out, _ = capsys.readouterr()
+    assert code == 0, argv
+    return out
+
+
+def _flat(text: str) -> str:
+    """Text as a reader sees it: boxes, wrapping and code marks gone."""
+    text = text.replace("`", "").replace("\\[", "[")  # markup: a code span, an escape
+    return " ".join(re.sub(r"[│╭╮╰╯─]", " ", text).split())
+
+
+def test_help_shows_every_options_text_whole(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rich markup read "[default: the retention_days setting]" as a style tag and dropped
+    it; a docstring's line breaks broke its sentence in the list of commands."""
+    monkeypatch.setenv("COLUMNS", "250")
+    for path, option in options():
+        if not option.help:
+            continue
+        argv = path.split()[1:]
+        assert _flat(option.help) in _flat(_rendered_help(capsys, argv)), (path, option.opts)
+    listing = _rendered_help(capsys, []).splitlines()
+    for command in typer.main.get_command(app).commands.values():  # type: ignore[attr-defined]
+        short = _flat((command.help or "").split("\n\n")[0])
+        assert any(short in _flat(line) for line in listing), (command.name, short)
