@@ -21,6 +21,7 @@ from typing import Any
 from tidings.core.errors import ValidationError
 from tidings.core.model import Channel, ChannelSpec
 from tidings.core.redact import redact_config
+from tidings.textfile import Unreadable, read_text
 
 TABLE = "channel"
 _HEADER = re.compile(r"^\s*\[\[\s*channel\s*\]\]")
@@ -132,10 +133,9 @@ def _secret(value: Any, where: str, base: Path, environ: Mapping[str, str]) -> A
     if value.startswith("@") and len(value) > 1:
         source = base / value[1:]
         try:
-            return source.read_text().removesuffix("\n")
-        except (OSError, UnicodeDecodeError) as error:
-            reason = getattr(error, "strerror", None) or "not UTF-8 text"
-            raise ValidationError(where, f"cannot read {value[1:]}: {reason}") from None
+            return read_text(source).removesuffix("\n")
+        except Unreadable as why:
+            raise ValidationError(where, f"cannot read {value[1:]}: {why}") from None
     return value
 
 

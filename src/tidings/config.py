@@ -6,13 +6,13 @@ from __future__ import annotations
 import os
 import socket
 import tomllib
-from pathlib import Path
 from typing import Any
 
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from tidings.core.errors import ConfigError
+from tidings.textfile import Unreadable, read_text
 
 DEFAULT_DB = "sqlite:///./tidings.db"
 
@@ -68,9 +68,9 @@ def load(config_file: str | None = None, **overrides: Any) -> Settings:
     from_file: dict[str, Any] = {}
     if path:
         try:
-            from_file = tomllib.loads(Path(path).read_text())
-        except OSError as error:
-            raise ConfigError(f"cannot read config file {path}: {error.strerror}") from None
+            from_file = tomllib.loads(read_text(path))
+        except Unreadable as why:
+            raise ConfigError(f"cannot read config file {path}: {why}") from None
         except tomllib.TOMLDecodeError as error:
             raise ConfigError(f"config file {path} is not valid TOML: {error}") from None
     if not isinstance(from_file.get("tidings", from_file), dict):

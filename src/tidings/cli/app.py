@@ -25,6 +25,7 @@ import tidings
 from tidings.bootstrap import Runtime, runtime, upgrade
 from tidings.config import DEFAULT_DB, load
 from tidings.core.errors import TidingsError
+from tidings.textfile import Unreadable, read_text
 
 try:  # typer 0.2x carries its own copy of click; before, it used click itself
     from typer._click import exceptions as usage
@@ -163,10 +164,9 @@ def _read_argument(text: str, what: str) -> str:
     if not text.startswith("@"):
         return text
     try:
-        with open(text[1:], encoding="utf-8") as given:
-            return given.read()
-    except (OSError, UnicodeDecodeError) as error:
-        fail(f"{what}: cannot read {text[1:]}: {getattr(error, 'strerror', None) or error}")
+        return read_text(text[1:])
+    except Unreadable as why:
+        fail(f"{what}: cannot read {text[1:]}: {why}")
 
 
 def run_async(run: Callable[[], Coroutine[Any, Any, None]]) -> None:

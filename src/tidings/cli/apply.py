@@ -15,6 +15,7 @@ from rich.table import Table
 from tidings.bootstrap import Runtime
 from tidings.cli.app import ConfigOption, DbOption, app, console, fail, warn, with_runtime
 from tidings.service import Action, Plan
+from tidings.textfile import Unreadable, read_text
 
 #: How a plan's actions are coloured in its table.
 STYLES = {
@@ -114,6 +115,6 @@ def _read(file: Path) -> tuple[str, str]:
     if str(file) == "-":
         return sys.stdin.read(), "<stdin>"
     try:
-        return file.read_text(), str(file)
-    except (OSError, UnicodeDecodeError) as error:
-        fail(f"cannot read {file}: {getattr(error, 'strerror', None) or 'not UTF-8 text'}")
+        return read_text(file), str(file)
+    except Unreadable as why:
+        fail(f"cannot read {file}: {why}")

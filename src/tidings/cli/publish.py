@@ -11,6 +11,7 @@ import typer
 from tidings.bootstrap import Runtime
 from tidings.cli.app import ConfigOption, DbOption, app, fail, json_object, warn, with_runtime
 from tidings.core.model import PublishResult
+from tidings.textfile import Unreadable, read_text
 
 
 @app.command()
@@ -71,6 +72,6 @@ def publish(
 
 def _read(path: Path) -> str:
     try:
-        return path.read_text()
-    except OSError as error:
-        fail(f"cannot read {path}: {error.strerror}")
+        return read_text(path)
+    except Unreadable as why:
+        fail(f"cannot read {path}: {why}")
