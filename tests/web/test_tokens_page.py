@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 
-from tests.web.conftest import Ui
+from tests.web.conftest import SAME_ORIGIN, Ui
+from tidings.web import channels, deliveries, events, tokens
 
 
 async def test_tokens_are_listed_without_their_values(logged_in: Ui) -> None:
@@ -62,3 +63,21 @@ async def test_revoking_the_sessions_own_token_logs_it_out(logged_in: Ui) -> Non
     (admin,) = [t for t in await logged_in.service.access.tokens() if t.name == "ops-admin"]
     await logged_in.post(f"/ui/tokens/{admin.id}/revoke")
     assert (await logged_in.client.get("/ui/tokens")).status_code == 303
+
+
+async def test_every_page_with_an_id_is_404_for_one_that_is_not_a_number(logged_in: Ui) -> None:
+    """As in the API, an id is a whole number in each route itself: other text names no page,
+    on every page with an id (never a 422 or a 500)."""
+    routers = [channels.router, deliveries.router, events.router, tokens.router]
+    ui_paths = [
+        (method, route.path)
+        for router in routers
+        for route in router.routes
+        if "{" in getattr(route, "path", "")
+        for method in getattr(route, "methods", ())
+    ]
+    assert len(ui_paths) >= 8
+    for method, path in ui_paths:
+        wrong = "/ui" + re.sub(r"\{[^}]+\}", "abc", path)
+        answer = await logged_in.client.request(method, wrong, headers=SAME_ORIGIN)
+        assert answer.status_code == 404, (method, wrong, answer.status_code)

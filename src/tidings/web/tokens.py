@@ -53,7 +53,7 @@ async def token_create(request: Request, admin: Admin, service: ServiceDep) -> R
     return response
 
 
-@router.post("/tokens/{token_id}/revoke")
+@router.post("/tokens/{token_id:int}/revoke")
 async def token_revoke(token_id: int, admin: Admin, service: ServiceDep) -> Response:
     if not 1 <= token_id <= MAX_ID:
         return redirect(f"{PREFIX}/tokens")
