@@ -1,6 +1,6 @@
-"""Many channels, on PostgreSQL: what one look for due channels costs with 100 and with
-10,000 channels (few of them due), and a drain of 10 rows on each of 10,000 webhook channels
-(a multi-tenant shape) paired with `raw` like the e2e scenarios."""
+"""Many channels, on PostgreSQL: what one look for due channels and one `/metrics` scrape
+cost with 100 and with 10,000 channels (few of them due), and a drain of 10 rows on each of
+10,000 webhook channels (a multi-tenant shape) paired with `raw` like the e2e scenarios."""
 
 from __future__ import annotations
 
@@ -23,6 +23,8 @@ TIMEOUT_S = 600
 LOOKS = 200
 #: Channels with a due row during the looks: "few due".
 DUE_DURING_LOOKS = 10
+#: Prometheus scrapes timed per size (every channel has its series); the figure is the median.
+SCRAPES = 5
 
 
 @dataclass(frozen=True)
@@ -50,10 +52,21 @@ def _fill(rig: Rig, name: str, url: str, channels: int, rows_per_channel: int) -
     return ids
 
 
-async def _looks(url: str) -> tuple[float, float, int]:
-    """Median seconds of one look for due channels and of one look for the next due time,
-    asked the way a dispatcher asks (with its previous answer); how many were due."""
+@dataclass(frozen=True)
+class Looked:
+    """Medians, in seconds: a look for due channels and one for the next due time (asked
+    the way a dispatcher asks, with its previous answer), and a Prometheus scrape."""
+
+    look: float
+    next_due: float
+    due: int
+    scrape: float
+    scrape_bytes: int
+
+
+async def _looks(url: str) -> Looked:
     import tidings  # on use: see bench/scenarios/raw.py
+    from tidings.metrics import Metrics
 
     async with tidings.Hub(url) as hub:
         known: dict[int, Any] = {}
@@ -68,10 +81,23 @@ async def _looks(url: str) -> tuple[float, float, int]:
             t = time.perf_counter()
             await hub.store.next_due_at()
             nexts.append(time.perf_counter() - t)
-        return statistics.median(looks), statistics.median(nexts), len(due)
+        metrics = Metrics(hub.store)
+        scrapes: list[float] = []
+        size = 0
+        for _ in range(SCRAPES):
+            t = time.perf_counter()
+            size = len(await metrics.render())
+            scrapes.append(time.perf_counter() - t)
+        return Looked(
+            statistics.median(looks),
+            statistics.median(nexts),
+            len(due),
+            statistics.median(scrapes),
+            size,
+        )
 
 
-def look_cost(rig: Rig, channels: int) -> tuple[float, float, int]:
+def look_cost(rig: Rig, channels: int) -> Looked:
     """One look's cost on `channels` channels, each with a sent row of history and
     DUE_DURING_LOOKS of them with a due row."""
     with rig.pg.database() as (name, url):
@@ -86,19 +112,28 @@ def look_cost(rig: Rig, channels: int) -> tuple[float, float, int]:
 def _looks_results(rig: Rig, sizes: Sizes) -> list[Result]:
     measured = {n: look_cost(rig, n) for n in sizes.look_channels}
     small, large = sizes.look_channels
-    notes = {
+    notes: dict[str, Any] = {
         f"{n}_channels": {
-            "due_channels_ms": round(look * 1000, 3),
-            "next_due_at_ms": round(nxt * 1000, 3),
-            "due": due,
+            "due_channels_ms": round(m.look * 1000, 3),
+            "next_due_at_ms": round(m.next_due * 1000, 3),
+            "due": m.due,
+            "scrape_ms": round(m.scrape * 1000, 1),
+            "scrape_kib": round(m.scrape_bytes / 1024),
         }
-        for n, (look, nxt, due) in measured.items()
+        for n, m in measured.items()
     }
-    notes["large_over_small"] = round(measured[large][0] / measured[small][0], 2)
+    notes["large_over_small"] = round(measured[large].look / measured[small].look, 2)
     notes["looks"] = LOOKS
+    notes["scrapes"] = SCRAPES
     return [
-        Result(f"channels/look-{n}", look * 1000, "ms", "postgresql", notes=notes)
-        for n, (look, _, _) in measured.items()
+        *(
+            Result(f"channels/look-{n}", m.look * 1000, "ms", "postgresql", notes=notes)
+            for n, m in measured.items()
+        ),
+        *(
+            Result(f"channels/metrics-scrape-{n}", m.scrape * 1000, "ms", "postgresql", notes=notes)
+            for n, m in measured.items()
+        ),
     ]
 
 

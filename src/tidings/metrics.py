@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import platform
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
 from tidings.core.breaker import HEALTHY, BreakerState
@@ -53,18 +55,6 @@ class Metrics:
             "Stale writes refused by lease fencing (this process)",
             registry=self.registry,
         )
-        self.deliveries = Gauge(
-            "tidings_deliveries",
-            "Deliveries by channel and state",
-            ["channel", "state"],
-            registry=self.registry,
-        )
-        self.oldest_pending = Gauge(
-            "tidings_oldest_pending_age_seconds",
-            "Age of the oldest pending delivery, by channel (0: none pending)",
-            ["channel"],
-            registry=self.registry,
-        )
         build = Gauge(
             "tidings_build_info",
             "The running tidings: its version and Python's (always 1)",
@@ -77,18 +67,6 @@ class Metrics:
             "tidings_purged_rows",
             "Rows deleted by retention (R1): deliveries with their attempts, events, other",
             ["what"],
-            registry=self.registry,
-        )
-        self.breaker = Gauge(
-            "tidings_channel_breaker_open",
-            "A channel's circuit breaker: 0 closed, 1 half-open (probing), 2 open (H1)",
-            ["channel"],
-            registry=self.registry,
-        )
-        self.consecutive_failures = Gauge(
-            "tidings_channel_consecutive_failures",
-            "Retryable failures since a channel's last success",
-            ["channel"],
             registry=self.registry,
         )
 
@@ -117,38 +95,65 @@ class Metrics:
         self.claims.labels(mode=mode).inc(count)
 
     async def render(self) -> bytes:
-        """Refresh the database gauges and render the text exposition format."""
-        self.deliveries.clear()
-        for channel, state, count in await self._store.delivery_counts():
-            self.deliveries.labels(channel=channel, state=state).set(count)
-        self.oldest_pending.clear()
-        now = datetime.now(UTC)
-        oldest = dict(await self._store.oldest_pending())
-        for stored in await self._store.list_channels():
-            since = oldest.get(stored.name)
-            age = 0.0 if since is None else max(0.0, (now - since).total_seconds())
-            self.oldest_pending.labels(channel=stored.name).set(age)
-        await self._breakers()
-        return generate_latest(_WithoutCreated(self.registry))
+        """Read the database gauges and render the text exposition format."""
+        from_database = await _DatabaseGauges.read(self._store)
+        return generate_latest(_WithoutCreated(self.registry, from_database))
 
-    async def _breakers(self) -> None:
-        health = await self._store.breakers()
-        self.breaker.clear()
-        self.consecutive_failures.clear()
-        for channel in await self._store.list_channels():
-            found = health.get(channel.id, HEALTHY)
-            self.breaker.labels(channel=channel.name).set(_BREAKER_LEVEL[found.state])
-            self.consecutive_failures.labels(channel=channel.name).set(found.consecutive_failures)
+
+@dataclass(frozen=True)
+class _DatabaseGauges:
+    """The gauges read from the database at a scrape, as metric families built straight
+    from the rows: with ten thousand channels a gauge child per label set, made and dropped
+    at every scrape, cost most of a second."""
+
+    families: list[Metric]
+
+    @classmethod
+    async def read(cls, store: Store) -> _DatabaseGauges:
+        deliveries = GaugeMetricFamily(
+            "tidings_deliveries", "Deliveries by channel and state", labels=["channel", "state"]
+        )
+        for channel, state, count in await store.delivery_counts():
+            deliveries.add_metric([channel, state], count)
+        oldest_pending = GaugeMetricFamily(
+            "tidings_oldest_pending_age_seconds",
+            "Age of the oldest pending delivery, by channel (0: none pending)",
+            labels=["channel"],
+        )
+        breaker = GaugeMetricFamily(
+            "tidings_channel_breaker_open",
+            "A channel's circuit breaker: 0 closed, 1 half-open (probing), 2 open (H1)",
+            labels=["channel"],
+        )
+        failures = GaugeMetricFamily(
+            "tidings_channel_consecutive_failures",
+            "Retryable failures since a channel's last success",
+            labels=["channel"],
+        )
+        now = datetime.now(UTC)
+        oldest = dict(await store.oldest_pending())
+        health = await store.breakers()
+        for channel_id, name in await store.channel_names():
+            since = oldest.get(name)
+            age = 0.0 if since is None else max(0.0, (now - since).total_seconds())
+            oldest_pending.add_metric([name], age)
+            found = health.get(channel_id, HEALTHY)
+            breaker.add_metric([name], _BREAKER_LEVEL[found.state])
+            failures.add_metric([name], found.consecutive_failures)
+        return cls([deliveries, oldest_pending, breaker, failures])
 
 
 class _WithoutCreated:
     """The registry's metrics without the `_created` samples prometheus_client adds to
-    counters and histograms (a timestamp series per label set that nobody queries)."""
+    counters and histograms (a timestamp series per label set that nobody queries), and
+    then the database's."""
 
-    def __init__(self, registry: CollectorRegistry) -> None:
+    def __init__(self, registry: CollectorRegistry, database: _DatabaseGauges) -> None:
         self._registry = registry
+        self._database = database
 
     def collect(self) -> Iterator[Metric]:
         for family in self._registry.collect():
             family.samples = [s for s in family.samples if not s.name.endswith("_created")]
             yield family
+        yield from self._database.families

@@ -40,6 +40,12 @@ def get_by_name(conn: Connection, name: str) -> Channel:
     return sealing.channel(conn, row)
 
 
+def names(conn: Connection) -> list[tuple[int, str]]:
+    """Every channel's id and name, in id order: no config read, no secret opened."""
+    found = conn.execute(select(channels.c.id, channels.c.name).order_by(channels.c.id))
+    return [(int(channel_id), str(name)) for channel_id, name in found]
+
+
 def list_all(conn: Connection) -> list[Channel]:
     found = conn.execute(select(channels).order_by(channels.c.id)).mappings()
     return [sealing.channel(conn, r) for r in found]
