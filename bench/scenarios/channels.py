@@ -1,12 +1,14 @@
-"""Many channels, on PostgreSQL: what one look for due channels and one `/metrics` scrape
-cost with 100 and with 10,000 channels (few of them due), and a drain of 10 rows on each of
-10,000 webhook channels (a multi-tenant shape) paired with `raw` like the e2e scenarios."""
+"""Many channels, on PostgreSQL: what one look for due channels, a `/metrics` scrape, the
+dashboard and the list of breakers cost with 100 and with 10,000 channels (few of them
+due), and a drain of 10 rows on each of 10,000 webhook channels (a multi-tenant shape)
+paired with `raw` like the e2e scenarios."""
 
 from __future__ import annotations
 
 import asyncio
 import statistics
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +25,8 @@ TIMEOUT_S = 600
 LOOKS = 200
 #: Channels with a due row during the looks: "few due".
 DUE_DURING_LOOKS = 10
-#: Prometheus scrapes timed per size (every channel has its series); the figure is the median.
+#: Prometheus scrapes (every channel has its series), dashboards and breaker lists timed per
+#: size; each figure is the median.
 SCRAPES = 5
 
 
@@ -62,11 +65,15 @@ class Looked:
     due: int
     scrape: float
     scrape_bytes: int
+    #: The admin UI's dashboard and the API's list of every channel's breaker.
+    dashboard: float
+    breakers: float
 
 
 async def _looks(url: str) -> Looked:
     import tidings  # on use: see bench/scenarios/raw.py
     from tidings.metrics import Metrics
+    from tidings.service import Service
 
     async with tidings.Hub(url) as hub:
         known: dict[int, Any] = {}
@@ -88,13 +95,25 @@ async def _looks(url: str) -> Looked:
             t = time.perf_counter()
             size = len(await metrics.render())
             scrapes.append(time.perf_counter() - t)
+        service = Service(hub)
         return Looked(
             statistics.median(looks),
             statistics.median(nexts),
             len(due),
             statistics.median(scrapes),
             size,
+            await _median_s(service.dashboard),
+            await _median_s(service.breakers),
         )
+
+
+async def _median_s(read: Callable[[], Awaitable[object]]) -> float:
+    times = []
+    for _ in range(SCRAPES):
+        t = time.perf_counter()
+        await read()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
 
 
 def look_cost(rig: Rig, channels: int) -> Looked:
@@ -119,6 +138,8 @@ def _looks_results(rig: Rig, sizes: Sizes) -> list[Result]:
             "due": m.due,
             "scrape_ms": round(m.scrape * 1000, 1),
             "scrape_kib": round(m.scrape_bytes / 1024),
+            "dashboard_ms": round(m.dashboard * 1000, 1),
+            "breakers_ms": round(m.breakers * 1000, 1),
         }
         for n, m in measured.items()
     }
@@ -131,7 +152,14 @@ def _looks_results(rig: Rig, sizes: Sizes) -> list[Result]:
             for n, m in measured.items()
         ),
         *(
-            Result(f"channels/metrics-scrape-{n}", m.scrape * 1000, "ms", "postgresql", notes=notes)
+            Result(
+                f"channels/{what}-{n}", getattr(m, field) * 1000, "ms", "postgresql", notes=notes
+            )
+            for what, field in (
+                ("metrics-scrape", "scrape"),
+                ("dashboard", "dashboard"),
+                ("breakers", "breakers"),
+            )
             for n, m in measured.items()
         ),
     ]

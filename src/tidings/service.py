@@ -188,11 +188,13 @@ class Service:
     async def breakers(self) -> list[dict[str, Any]]:
         """Every channel's circuit breaker (H1), healthy ones included."""
         found = await self.hub.store.breakers()
-        return [views.breaker(c, found.get(c.id, HEALTHY)) for c in await self.channels()]
+        names = await self.hub.store.channel_names()  # not every channel's config and secrets
+        return [views.breaker(i, name, found.get(i, HEALTHY)) for i, name in names]
 
     async def breaker(self, channel_id: int) -> dict[str, Any]:
         channel = await self.channel(channel_id)
-        return views.breaker(channel, (await self.hub.store.breakers()).get(channel_id, HEALTHY))
+        health = (await self.hub.store.breakers()).get(channel_id, HEALTHY)
+        return views.breaker(channel.id, channel.name, health)
 
     async def channel_warnings(self, channel: Channel | ChannelSpec) -> list[str]:
         """What would make the channel's sends fail although it was saved: a destination the
@@ -327,7 +329,7 @@ class Service:
             counts=await store.state_counts(),
             hourly=await store.hourly_attempts(hours),
             oldest_pending=sorted(await store.oldest_pending(), key=lambda item: item[1]),
-            channel_count=len(await self.hub.channels.list()),
+            channel_count=await store.count_channels(),
         )
 
     # -- tokens ---------------------------------------------------------------------------

@@ -137,11 +137,11 @@ def channel(c: Channel, spec: KindSpec | None) -> dict[str, Any]:
     }
 
 
-def breaker(channel: Channel, health: Health) -> dict[str, Any]:
+def breaker(channel_id: int, name: str, health: Health) -> dict[str, Any]:
     """A channel's circuit breaker (H1); a channel without a row is healthy."""
     return {
-        "channel_id": channel.id,
-        "channel_name": channel.name,
+        "channel_id": channel_id,
+        "channel_name": name,
         "breaker": health.state.value,
         "consecutive_failures": health.consecutive_failures,
         "failing_since": ts(health.failing_since),

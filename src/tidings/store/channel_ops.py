@@ -40,6 +40,10 @@ def get_by_name(conn: Connection, name: str) -> Channel:
     return sealing.channel(conn, row)
 
 
+def count(conn: Connection) -> int:
+    return int(conn.execute(select(func.count()).select_from(channels)).scalar_one())
+
+
 def names(conn: Connection) -> list[tuple[int, str]]:
     """Every channel's id and name, in id order: no config read, no secret opened."""
     found = conn.execute(select(channels.c.id, channels.c.name).order_by(channels.c.id))

@@ -54,6 +54,9 @@ class Reads(Runner):
     async def list_channels(self) -> list[Channel]:
         return await self._run(lambda c, _: channel_ops.list_all(c), read_only=True)
 
+    async def count_channels(self) -> int:
+        return await self._run(lambda c, _: channel_ops.count(c), read_only=True)
+
     async def channel_names(self) -> list[tuple[int, str]]:
         """(id, name) of every channel: what a per-channel series needs, and no more."""
         return await self._run(lambda c, _: channel_ops.names(c), read_only=True)
