@@ -133,7 +133,7 @@ class _DatabaseGauges:
         now = datetime.now(UTC)
         oldest = dict(await store.oldest_pending())
         health = await store.breakers()
-        for channel_id, name in await store.channel_names():
+        for channel_id, name, _kind in await store.channel_refs():
             since = oldest.get(name)
             age = 0.0 if since is None else max(0.0, (now - since).total_seconds())
             oldest_pending.add_metric([name], age)

@@ -60,7 +60,7 @@ def publish(
 
     async def work(rt: Runtime) -> tuple[PublishResult, int]:
         result = await rt.service.publish(fields)
-        checked = len(await rt.service.channels()) if not result.deliveries else 0
+        checked = len(await rt.service.channel_refs()) if not result.deliveries else 0
         return result, checked
 
     result, checked = with_runtime(db, config, work)

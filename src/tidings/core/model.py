@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from tidings.core.states import AttemptStatus, Failure, Mode, SkipReason, State
 
@@ -92,6 +92,15 @@ class ChannelSpec:
     fallback_channel_id: int | None = None
     #: R1: days its ended deliveries are kept (None: the global `retention_days`).
     retention_days: float | None = None
+
+
+class ChannelRef(NamedTuple):
+    """What naming a channel takes (a page's labels, a per-channel series): no config, no
+    secrets to open, so reading ten thousand of them costs little."""
+
+    id: int
+    name: str
+    kind: str
 
 
 @dataclass(frozen=True, slots=True)

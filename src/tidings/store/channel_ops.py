@@ -10,7 +10,7 @@ from sqlalchemy import bindparam, delete, func, select, update
 from sqlalchemy.engine import Connection
 
 from tidings.core.errors import Conflict, NotFound
-from tidings.core.model import Channel, ChannelSpec
+from tidings.core.model import Channel, ChannelRef, ChannelSpec
 from tidings.core.states import SkipReason
 from tidings.store import buckets, sealing
 from tidings.store.clock import TxClock
@@ -44,10 +44,11 @@ def count(conn: Connection) -> int:
     return int(conn.execute(select(func.count()).select_from(channels)).scalar_one())
 
 
-def names(conn: Connection) -> list[tuple[int, str]]:
-    """Every channel's id and name, in id order: no config read, no secret opened."""
-    found = conn.execute(select(channels.c.id, channels.c.name).order_by(channels.c.id))
-    return [(int(channel_id), str(name)) for channel_id, name in found]
+def refs(conn: Connection) -> list[ChannelRef]:
+    """Every channel's id, name and kind, in id order: no config read, no secret opened."""
+    c = channels.c
+    found = conn.execute(select(c.id, c.name, c.kind).order_by(c.id))
+    return [ChannelRef(int(i), str(name), str(kind)) for i, name, kind in found]
 
 
 def list_all(conn: Connection) -> list[Channel]:

@@ -14,6 +14,7 @@ from sqlalchemy.engine import Connection
 from tidings.core.breaker import Health
 from tidings.core.model import (
     Channel,
+    ChannelRef,
     DeliveryDetail,
     DeliveryQuery,
     DeliveryView,
@@ -57,9 +58,9 @@ class Reads(Runner):
     async def count_channels(self) -> int:
         return await self._run(lambda c, _: channel_ops.count(c), read_only=True)
 
-    async def channel_names(self) -> list[tuple[int, str]]:
-        """(id, name) of every channel: what a per-channel series needs, and no more."""
-        return await self._run(lambda c, _: channel_ops.names(c), read_only=True)
+    async def channel_refs(self) -> list[ChannelRef]:
+        """Every channel's id, name and kind: what naming them takes, and no more."""
+        return await self._run(lambda c, _: channel_ops.refs(c), read_only=True)
 
     # -- history (M2) ---------------------------------------------------------------------
 

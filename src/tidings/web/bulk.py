@@ -30,7 +30,7 @@ async def preview(request: Request, admin: Admin, service: ServiceDep) -> Respon
         ids=ids,
         limit=MAX_BULK_RESEND,
         batch_id=uuid.uuid4().hex,
-        channels={c.id: c.name for c in await service.channels()},
+        channels={c.id: c.name for c in await service.channel_refs()},
     )
 
 

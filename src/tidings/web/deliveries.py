@@ -41,7 +41,8 @@ async def history(request: Request, admin: Admin, service: ServiceDep) -> Respon
         "result": result,
         "pages": pages,
         "filters": filters,
-        "channels": await service.channels(),
+        # For the filter's choices; the live refresh of the table shows none.
+        "channels": [] if q.get("partial") else await service.channel_refs(),
         "resendable": RESENDABLE_STATES,
         "request_id": uuid.uuid4().hex,
         "here": str(request.url.path) + (f"?{request.url.query}" if request.url.query else ""),

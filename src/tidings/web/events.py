@@ -21,7 +21,7 @@ async def event(request: Request, event_id: int, admin: Admin, service: ServiceD
     if event_id > MAX_ID:
         raise NotFound("event", event_id)
     found = await service.event(event_id)
-    channels = await service.channels()
+    channels = await service.channel_refs()
     return render(
         request,
         "event.html",

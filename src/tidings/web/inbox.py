@@ -16,7 +16,7 @@ SHOWN = 50
 @router.get("/inbox", response_class=HTMLResponse)
 async def inbox(request: Request, admin: Admin, service: ServiceDep) -> Response:
     channel_id = read_filters(request.query_params).query.channel_id
-    channels = await service.channels()
+    channels = await service.channel_refs()
     return render(
         request,
         "inbox.html",
