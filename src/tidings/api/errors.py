@@ -1,7 +1,9 @@
 """One place that turns errors into JSON `{"error": {"code", "message"}}` with a fitting status.
 
 Domain errors carry their own code and status; request validation becomes 422 naming the
-field; anything unexpected is logged and answered 500 without internals.
+field, or the body when it is not a JSON object (said only to a caller with a valid token:
+FastAPI decodes a body before the route checks the token); a 405 names every method the
+path serves; anything unexpected is logged and answered 500 without internals.
 """
 
 from __future__ import annotations
