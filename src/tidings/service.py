@@ -146,6 +146,11 @@ class Service:
     async def channels(self) -> list[Channel]:
         return await self.hub.channels.list()
 
+    async def channels_page(
+        self, after_id: int, limit: int, name_contains: str | None = None
+    ) -> list[Channel]:
+        return await self.hub.store.channels_page(after_id, limit, name_contains)
+
     async def channel_refs(self) -> list[ChannelRef]:
         """Every channel's id, name and kind, without its config and secrets: for pages and
         lists that only name channels (ten thousand channels read whole took ~130 ms)."""
@@ -188,8 +193,10 @@ class Service:
         masked = (lambda _kind: ()) if with_secrets else self.secret_fields
         return channel_file.render(await self.channels(), masked)
 
-    async def channel_health(self) -> dict[int, ChannelHealth]:
-        return await self.hub.store.channel_health()
+    async def channel_health(
+        self, channel_ids: Sequence[int] | None = None
+    ) -> dict[int, ChannelHealth]:
+        return await self.hub.store.channel_health(channel_ids)
 
     async def breakers(self) -> list[dict[str, Any]]:
         """Every channel's circuit breaker (H1), healthy ones included."""

@@ -3,8 +3,13 @@ the form with nothing saved, enable / disable, and send test."""
 
 from __future__ import annotations
 
+import re
+
+import pytest
+
 from tests.sink import Answer, Sink
 from tests.web.conftest import Ui
+from tidings.web import channels as web_channels
 
 SECRET = "whsec_" + "c2VjcmV0LXNpZ25pbmcta2V5LWZvci10ZXN0cw=="
 
@@ -138,3 +143,53 @@ async def test_disable_enable_and_send_test(logged_in: Ui, sink: Sink) -> None:
     refused = await logged_in.post(f"/ui/channels/{channel.id}/test")
     assert "badge-permanent" in refused.text
     assert sink.count("/hook") == 0
+
+
+def _listed(html: str) -> list[str]:
+    return re.findall(r'<tr data-channel="([^"]+)">', html)
+
+
+async def test_the_channel_list_goes_a_page_at_a_time_and_searches_by_name(
+    logged_in: Ui, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ten thousand channels were one page of 8 MB whose health read every delivery; the
+    list now shows a page, the health of that page's channels, and finds by name."""
+    monkeypatch.setattr(web_channels, "CHANNELS_PER_PAGE", 2)
+    service = logged_in.service
+    for name in ("alpha-ops", "beta", "gamma-ops", "delta_100%"):
+        await service.create_channel({"name": name, "kind": "inbox"})
+    await service.hub.publish(kind="a.b", subject="s")  # one pending row on each inbox
+    client = logged_in.client
+    first = (await client.get("/ui/channels")).text
+    assert _listed(first) == ["alpha-ops", "beta"]
+    assert 'id="channels-first"' not in first
+    (after,) = re.findall(r'href="/ui/channels\?after=(\d+)" id="channels-next"', first)
+    second = (await client.get(f"/ui/channels?after={after}")).text
+    assert _listed(second) == ["gamma-ops", "delta_100%"]
+    assert 'id="channels-first"' in second
+    assert 'id="channels-next"' not in second
+    # Each channel's pending count is its own, read for the page shown.
+    assert second.count('state=pending">1</a>') == 2
+    found = (await client.get("/ui/channels?q=OPS")).text
+    assert _listed(found) == ["alpha-ops", "gamma-ops"]
+    assert _listed((await client.get("/ui/channels?q=_100%25")).text) == ["delta_100%"]
+    assert _listed((await client.get("/ui/channels?q=100_")).text) == []
+    nothing = (await client.get("/ui/channels?q=zzz")).text
+    assert "whose name contains “zzz”" in nothing
+    assert "No channels yet" not in nothing
+    for junk in ("abc", "-1", str(2**70)):
+        assert _listed((await client.get(f"/ui/channels?after={junk}")).text)[:1] == ["alpha-ops"]
+
+
+async def test_a_notice_names_a_channel_beyond_the_first_page(
+    logged_in: Ui, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(web_channels, "CHANNELS_PER_PAGE", 1)
+    service = logged_in.service
+    await service.create_channel({"name": "first", "kind": "inbox"})
+    later = await service.create_channel({"name": "later", "kind": "inbox"})
+    page = (await logged_in.client.get(f"/ui/channels?notice=saved:{later.id}")).text
+    assert "Channel &#39;later&#39; saved." in page
+    assert _listed(page) == ["first"]
+    unknown = (await logged_in.client.get("/ui/channels?notice=saved:999999")).text
+    assert "saved." not in unknown

@@ -51,6 +51,19 @@ def refs(conn: Connection) -> list[ChannelRef]:
     return [ChannelRef(int(i), str(name), str(kind)) for i, name, kind in found]
 
 
+def list_page(
+    conn: Connection, after_id: int, limit: int, name_contains: str | None
+) -> list[Channel]:
+    """Up to `limit` channels after `after_id` in id order, whose name holds `name_contains`
+    (any case) when given: only theirs are opened."""
+    query = select(channels).where(channels.c.id > after_id)
+    if name_contains:
+        needle = name_contains.lower()
+        query = query.where(func.lower(channels.c.name).contains(needle, autoescape=True))
+    found = conn.execute(query.order_by(channels.c.id).limit(limit)).mappings()
+    return [sealing.channel(conn, r) for r in found]
+
+
 def list_all(conn: Connection) -> list[Channel]:
     found = conn.execute(select(channels).order_by(channels.c.id)).mappings()
     return [sealing.channel(conn, r) for r in found]

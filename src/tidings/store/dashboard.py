@@ -7,10 +7,12 @@ way. Counts that could read every row are bounded (see `history.count_matching`)
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
-from sqlalchemy import BigInteger, ColumnElement, case, cast, func, select, type_coerce
+from sqlalchemy import BigInteger, ColumnElement, Select, cast, func, select, type_coerce
 from sqlalchemy.engine import Connection
 
 from tidings.core.model import DeliveryQuery
@@ -21,7 +23,14 @@ from tidings.store.clock import TxClock
 from tidings.store.history import _JOINED as HISTORY_ROWS
 from tidings.store.history import EXACT_TOTAL_UP_TO, count_matching
 from tidings.store.history import _conditions as history_conditions
-from tidings.store.schema import UTCDateTime, attempts, channels, deliveries, is_live
+from tidings.store.schema import (
+    ENDED_STATES,
+    UTCDateTime,
+    attempts,
+    channels,
+    deliveries,
+    is_live,
+)
 
 d = deliveries
 a = attempts
@@ -54,41 +63,61 @@ class HourBucket:
     failed: int
 
 
-def channel_health(conn: Connection, clock: TxClock) -> dict[int, ChannelHealth]:
-    """Per channel: last delivered, failed attempts in the last hour, open rows, oldest open."""
+def channel_health(
+    conn: Connection, clock: TxClock, channel_ids: Sequence[int] | None = None
+) -> dict[int, ChannelHealth]:
+    """Per channel (those of `channel_ids`, else every one): last delivered, failed attempts
+    in the last hour, open rows, oldest open. For given channels each figure is read through
+    that channel's own rows (its ended rows for the last delivery, its live ones for what is
+    open), so a page of channels costs the same however many deliveries the others hold."""
     hour_ago = clock.now() - timedelta(hours=1)
-    rows = conn.execute(
-        select(
-            d.c.channel_id,
-            func.max(d.c.sent_at),
-            func.sum(case((d.c.state.in_(OPEN_STATES), 1), else_=0)),
-            type_coerce(
-                func.min(case((d.c.state.in_(OPEN_STATES), d.c.created_at), else_=None)),
-                UTCDateTime,
-            ),
-        ).group_by(d.c.channel_id)
-    ).all()
-    failures: dict[int, int] = dict(
+
+    def of_page(query: Select[Any]) -> Select[Any]:
+        return query if channel_ids is None else query.where(d.c.channel_id.in_(channel_ids))
+
+    last_sent: dict[int, datetime | None] = dict(
         conn.execute(
-            select(d.c.channel_id, func.count())
-            .select_from(a.join(d, d.c.id == a.c.delivery_id))
-            .where(a.c.status.in_(FAILED_ATTEMPTS), a.c.finished_at >= hour_ago)
-            .group_by(d.c.channel_id)
+            of_page(
+                select(d.c.channel_id, type_coerce(func.max(d.c.sent_at), UTCDateTime))
+                .where(d.c.state == State.SENT.value, d.c.state.in_(ENDED_STATES))
+                .group_by(d.c.channel_id)
+            )
         ).all()
     )
+    open_rows = {
+        channel_id: (count, oldest)
+        for channel_id, count, oldest in conn.execute(
+            of_page(
+                select(
+                    d.c.channel_id,
+                    func.count(),
+                    type_coerce(func.min(d.c.created_at), UTCDateTime),
+                )
+                .where(d.c.state.in_(OPEN_STATES))
+                .group_by(d.c.channel_id)
+            )
+        ).all()
+    }
+    failures: dict[int, int] = dict(
+        conn.execute(
+            of_page(
+                select(d.c.channel_id, func.count())
+                .select_from(a.join(d, d.c.id == a.c.delivery_id))
+                .where(a.c.status.in_(FAILED_ATTEMPTS), a.c.finished_at >= hour_ago)
+                .group_by(d.c.channel_id)
+            )
+        ).all()
+    )
+    ids = channel_ids if channel_ids is not None else conn.scalars(select(channels.c.id))
     found: dict[int, ChannelHealth] = {}
-    for channel_id, last_sent, pending, oldest in rows:
+    for channel_id in ids:
+        pending, oldest = open_rows.get(channel_id, (0, None))
         found[int(channel_id)] = ChannelHealth(
             channel_id=int(channel_id),
-            last_success_at=last_sent,
+            last_success_at=last_sent.get(channel_id),
             failures_last_hour=int(failures.get(channel_id, 0)),
             pending=int(pending or 0),
             oldest_pending_at=oldest,
-        )
-    for channel_id in conn.scalars(select(channels.c.id)):
-        found.setdefault(
-            int(channel_id),
-            ChannelHealth(int(channel_id), None, int(failures.get(channel_id, 0)), 0, None),
         )
     return found
 

@@ -6,7 +6,7 @@ Each runs as one read transaction (on PostgreSQL without BEGIN and COMMIT).
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from sqlalchemy.engine import Connection
@@ -54,6 +54,14 @@ class Reads(Runner):
 
     async def list_channels(self) -> list[Channel]:
         return await self._run(lambda c, _: channel_ops.list_all(c), read_only=True)
+
+    async def channels_page(
+        self, after_id: int, limit: int, name_contains: str | None = None
+    ) -> list[Channel]:
+        """A page of channels in id order (a list of ten thousand is read a page at a time)."""
+        return await self._run(
+            lambda c, _: channel_ops.list_page(c, after_id, limit, name_contains), read_only=True
+        )
 
     async def count_channels(self) -> int:
         return await self._run(lambda c, _: channel_ops.count(c), read_only=True)
@@ -115,10 +123,12 @@ class Reads(Runner):
         return await self._run(lambda c, _: stats.oldest_pending_by_channel(c), read_only=True)
 
     async def channel_health(
-        self, *, now: datetime | None = None
+        self, channel_ids: Sequence[int] | None = None, *, now: datetime | None = None
     ) -> dict[int, dashboard.ChannelHealth]:
-        """Per channel id: last success, failed attempts in the last hour, open rows, oldest."""
-        return await self._run(dashboard.channel_health, now=now, read_only=True)
+        """Per channel id (of `channel_ids`, else every channel): last success, failed
+        attempts in the last hour, open rows, oldest."""
+        ids = None if channel_ids is None else list(channel_ids)
+        return await self._run(dashboard.channel_health, ids, now=now, read_only=True)
 
     async def state_counts(self) -> dict[str, int]:
         return await self._run(lambda c, _: dashboard.state_counts(c), read_only=True)

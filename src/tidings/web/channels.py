@@ -21,22 +21,39 @@ from tidings.web.session import Admin, ServiceDep
 router = APIRouter()
 
 
+#: Channels on one page of the list: with ten thousand of them, the whole list was 8 MB of
+#: HTML and its health read every delivery ever stored.
+CHANNELS_PER_PAGE = 100
+
+
 @router.get("/channels", response_class=HTMLResponse)
 async def channel_list(request: Request, admin: Admin, service: ServiceDep) -> Response:
-    channels = await service.channels()
-    raw = request.query_params.get("notice", "")
+    q = request.query_params
+    after = _id_or_zero(q.get("after"))
+    search = q.get("q", "").strip()[:100] or None
+    found = await service.channels_page(after, CHANNELS_PER_PAGE + 1, search)
+    channels, more = found[:CHANNELS_PER_PAGE], len(found) > CHANNELS_PER_PAGE
+    raw = q.get("notice", "")
+    saved = await _saved_channel(raw, service)
     return render(
         request,
         "channels.html",
         admin=admin,
         section="channels",
         channels=channels,
-        health=await service.channel_health(),
+        health=await service.channel_health([c.id for c in channels]),
         breakers={b["channel_id"]: b for b in await service.breakers()},
         kinds=service.kinds(),
-        notice=_notice(raw, channels),
-        warnings=await _warnings(raw, channels, service),
+        notice=_notice(raw, saved),
+        warnings=await service.channel_warnings(saved) if _was_saved(raw) and saved else [],
+        search=search or "",
+        first_page=after == 0,
+        next_after=channels[-1].id if more else None,
     )
+
+
+def _id_or_zero(raw: str | None) -> int:
+    return int(raw) if raw and raw.isdigit() and int(raw) <= MAX_ID else 0
 
 
 NOTICES = {
@@ -47,23 +64,29 @@ NOTICES = {
 }
 
 
-def _notice(raw: str, channels: list[Channel]) -> str:
+async def _saved_channel(raw: str, service: Service) -> Channel | None:
+    """The stored channel a notice names (the query string only says which), wherever it
+    falls in the list; None for none, or one that no longer exists."""
+    action, _, ident = raw.partition(":")
+    if action not in NOTICES or not ident.isdigit() or int(ident) > MAX_ID:
+        return None
+    try:
+        return await service.channel(int(ident))
+    except NotFound:
+        return None
+
+
+def _notice(raw: str, saved: Channel | None) -> str:
     """A fixed sentence per action (the query string only picks which one, and the channel)."""
-    action, _, ident = raw.partition(":")
-    names = {str(c.id): c.name for c in channels}
-    if action not in NOTICES or ident not in names:
+    if saved is None:
         return ""
-    return NOTICES[action].format(repr(names[ident]))
+    return NOTICES[raw.partition(":")[0]].format(repr(saved.name))
 
 
-async def _warnings(raw: str, channels: list[Channel], service: Service) -> list[str]:
-    """After a save, what would make the saved channel's sends fail (checked now, from the
-    stored channel: the query string only names which one)."""
-    action, _, ident = raw.partition(":")
-    saved = next((c for c in channels if str(c.id) == ident), None)
-    if action not in ("created", "saved") or saved is None:
-        return []
-    return await service.channel_warnings(saved)
+def _was_saved(raw: str) -> bool:
+    """After a save, what would make the saved channel's sends fail is said (checked now,
+    from the stored channel)."""
+    return raw.partition(":")[0] in ("created", "saved")
 
 
 @router.get("/channels/new", response_class=HTMLResponse)
