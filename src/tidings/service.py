@@ -44,6 +44,7 @@ from tidings.core.model import (
 )
 from tidings.core.outcome import Outcome
 from tidings.core.states import State
+from tidings.core.text import ascii_digits
 from tidings.dispatch.dispatcher import check_lease
 from tidings.dispatch.retention import Purger
 from tidings.hub import Hub
@@ -161,7 +162,7 @@ class Service:
 
     async def channel_by_ref(self, ref: str) -> Channel:
         """A channel by its id (all digits) or its name."""
-        if ref.isdigit():
+        if ascii_digits(ref):
             return await self.hub.channels.get(int(ref))
         return await self.hub.channels.get_by_name(ref)
 

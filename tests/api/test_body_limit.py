@@ -76,3 +76,33 @@ async def test_a_streamed_body_is_cut_off_at_the_limit(api: Api) -> None:
 
     response = await api.client.post("/v1/events", content=chunks(), headers=api.publish)
     assert response.status_code == 413
+
+
+async def test_a_declared_length_in_other_digits_is_refused_not_a_500(api: Api) -> None:
+    """`"²".isdigit()` is true and `int("²")` raises: such a length reached `int()`."""
+    sent: list[Message] = []
+
+    async def receive() -> Message:
+        raise AssertionError("the body was read")
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    for declared in ("²".encode("latin-1"), "¹²".encode("latin-1")):
+        sent.clear()
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": "POST",
+            "scheme": "http",
+            "path": "/v1/events",
+            "raw_path": b"/v1/events",
+            "query_string": b"",
+            "root_path": "",
+            "headers": [(b"host", b"tidings.test"), (b"content-length", declared)],
+            "client": ("127.0.0.1", 1234),
+            "server": ("127.0.0.1", 80),
+        }
+        await api.app(scope, receive, send)
+        assert sent[0]["status"] == 413, declared

@@ -365,3 +365,19 @@ def test_bad_token_commands_are_one_line(
     assert len(err.strip().splitlines()) == 1, err
     assert message in err
     assert "Traceback" not in out + err
+
+
+@pytest.mark.parametrize("ref", ["²", "١"])
+def test_a_channel_ref_in_other_digits_is_a_name_not_an_id(
+    capsys: pytest.CaptureFixture[str], db_url: str, ref: str
+) -> None:
+    """`"²".isdigit()` is true: it reached `int()` ("unexpected ValueError"), and "١" read
+    as channel 1."""
+    assert run(capsys, "channel", "add", "--name", "one", "--kind", "inbox", "--db", db_url)[0] == 0
+    code, _, err = run(capsys, "channel", "disable", ref, "--db", db_url)
+    assert code == 1
+    assert err.count("\n") == 1
+    assert "not found" in err
+    assert "unexpected" not in err
+    code, out, _ = run(capsys, "channel", "list", "--json", "--db", db_url)
+    assert [c["enabled"] for c in json.loads(out)] == [True]

@@ -193,3 +193,19 @@ async def test_a_notice_names_a_channel_beyond_the_first_page(
     assert _listed(page) == ["first"]
     unknown = (await logged_in.client.get("/ui/channels?notice=saved:999999")).text
     assert "saved." not in unknown
+
+
+async def test_numbers_in_other_digits_are_no_id_and_no_500(logged_in: Ui) -> None:
+    """`str.isdigit()` takes "²" (which `int()` refuses) and "١" (which it reads as 1)."""
+    await logged_in.service.create_channel({"name": "only", "kind": "inbox"})
+    client = logged_in.client
+    for value in ("²", "١", "1²"):
+        listing = await client.get(
+            "/ui/channels", params={"after": value, "notice": f"saved:{value}"}
+        )
+        assert listing.status_code == 200, value
+        assert _listed(listing.text) == ["only"]
+        assert "saved." not in listing.text
+        for page in ("/ui/deliveries", "/ui/inbox"):
+            answer = await client.get(page, params={"page": value, "channel": value})
+            assert answer.status_code == 200, (page, value)

@@ -11,6 +11,8 @@ import json
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from tidings.core.text import ascii_digits
+
 #: An event body over this is refused with 413, and so is any other request's body.
 MAX_BODY_BYTES = 256 * 1024
 #: A batch may carry up to 1,000 events.
@@ -34,7 +36,7 @@ class BodyLimit:
         declared = Headers(scope=scope).get("content-length")
         if declared is not None:
             # The server holds a body to its declared length, so a declared length is enough.
-            if not declared.isdigit() or int(declared) > limit:
+            if not ascii_digits(declared) or int(declared) > limit:
                 await _too_large(send, limit)
                 return
             await self.app(scope, receive, send)

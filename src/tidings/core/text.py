@@ -80,3 +80,10 @@ def storable(text: str | None, max_bytes: int) -> str | None:
     if text.isascii() and "\x00" not in text and len(text) <= max_bytes:
         return text  # the usual short answer: nothing to clean or cut (no regex passes)
     return truncate_utf8(clean(text), max_bytes)
+
+
+def ascii_digits(text: str) -> bool:
+    """Whether `text` is a whole number written in ASCII digits. `str.isdigit()` alone also
+    takes "²", which `int()` refuses, and "١٢", which it reads as 12: an id or a length from
+    a request is checked with this before `int()`."""
+    return text.isascii() and text.isdigit()

@@ -11,6 +11,7 @@ from fastapi.responses import HTMLResponse, Response
 from tidings.core.errors import NotFound, TidingsError
 from tidings.core.model import Channel
 from tidings.core.outcome import Delivered, attempt_status
+from tidings.core.text import ascii_digits
 from tidings.service import DEFAULT_GRACE_S, Service, TokenInfo, rotatable
 from tidings.web import channel_form
 from tidings.web.forms import Form
@@ -34,7 +35,7 @@ async def channel_list(request: Request, admin: Admin, service: ServiceDep) -> R
     found = await service.channels_page(after, CHANNELS_PER_PAGE + 1, search)
     channels, more = found[:CHANNELS_PER_PAGE], len(found) > CHANNELS_PER_PAGE
     raw = q.get("notice", "")
-    saved = await _saved_channel(raw, service)
+    noticed = await _noticed_channel(raw, service)
     return render(
         request,
         "channels.html",
@@ -44,8 +45,8 @@ async def channel_list(request: Request, admin: Admin, service: ServiceDep) -> R
         health=await service.channel_health([c.id for c in channels]),
         breakers={b["channel_id"]: b for b in await service.breakers()},
         kinds=service.kinds(),
-        notice=_notice(raw, saved),
-        warnings=await service.channel_warnings(saved) if _was_saved(raw) and saved else [],
+        notice=_notice(raw, noticed),
+        warnings=await service.channel_warnings(noticed) if _was_saved(raw) and noticed else [],
         search=search or "",
         first_page=after == 0,
         next_after=channels[-1].id if more else None,
@@ -53,7 +54,7 @@ async def channel_list(request: Request, admin: Admin, service: ServiceDep) -> R
 
 
 def _id_or_zero(raw: str | None) -> int:
-    return int(raw) if raw and raw.isdigit() and int(raw) <= MAX_ID else 0
+    return int(raw) if raw and ascii_digits(raw) and int(raw) <= MAX_ID else 0
 
 
 NOTICES = {
@@ -64,11 +65,11 @@ NOTICES = {
 }
 
 
-async def _saved_channel(raw: str, service: Service) -> Channel | None:
+async def _noticed_channel(raw: str, service: Service) -> Channel | None:
     """The stored channel a notice names (the query string only says which), wherever it
     falls in the list; None for none, or one that no longer exists."""
     action, _, ident = raw.partition(":")
-    if action not in NOTICES or not ident.isdigit() or int(ident) > MAX_ID:
+    if action not in NOTICES or not ascii_digits(ident) or int(ident) > MAX_ID:
         return None
     try:
         return await service.channel(int(ident))
@@ -76,11 +77,11 @@ async def _saved_channel(raw: str, service: Service) -> Channel | None:
         return None
 
 
-def _notice(raw: str, saved: Channel | None) -> str:
+def _notice(raw: str, noticed: Channel | None) -> str:
     """A fixed sentence per action (the query string only picks which one, and the channel)."""
-    if saved is None:
+    if noticed is None:
         return ""
-    return NOTICES[raw.partition(":")[0]].format(repr(saved.name))
+    return NOTICES[raw.partition(":")[0]].format(repr(noticed.name))
 
 
 def _was_saved(raw: str) -> bool:

@@ -11,7 +11,7 @@ from tidings.core.errors import ValidationError
 from tidings.core.instant import utc_instant
 from tidings.core.model import DeliveryQuery
 from tidings.core.states import State
-from tidings.core.text import has_unstorable
+from tidings.core.text import ascii_digits, has_unstorable
 
 #: Largest id a path or filter may name (a bigint); anything larger is simply not found.
 MAX_ID = 2**63 - 1
@@ -66,7 +66,7 @@ def page_number(value: str | None) -> int | None:
 
 
 def _whole(value: str) -> int | None:
-    if not value.isdigit():
+    if not ascii_digits(value):
         return None
     number = int(value)
     return number if 1 <= number <= MAX_ID else None
