@@ -24,6 +24,12 @@ class Gathered(Generic[I, R]):
     `max_items` at once and `in_flight` calls at a time. There is no timer: items asked
     for in one turn of the event loop go together, and a lone caller goes at once.
 
+    A caller that finds nothing running or waiting lets the other callers of its turn
+    queue, and if none did, runs its item alone in its own task: an idle process's publish
+    or claim then reaches the database without a task of its own and the turns of the loop
+    that start it and hand its answer back. Callers that come while it runs wait for it,
+    as for any group.
+
     A caller cancelled before its item was taken withdraws it; once taken, the item's fate
     is its group's. An error `run` raises (rather than answering per item) is every item's
     answer."""
@@ -36,10 +42,12 @@ class Gathered(Generic[I, R]):
         self._running: set[asyncio.Task[None]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._kick_due = False
+        #: A lone caller's item running in the caller's own task (see `_go_alone`).
+        self._alone = False
 
     async def __call__(self, item: I) -> R:
         loop = asyncio.get_running_loop()
-        if self._loop is not loop and (self._waiting or self._running):
+        if self._loop is not loop and (self._waiting or self._running or self._alone):
             # Another event loop's groups are running (a second loop over the same store):
             # this item goes alone rather than into a loop it cannot await.
             (answer,) = await self._run([item])
@@ -47,6 +55,8 @@ class Gathered(Generic[I, R]):
                 raise answer
             return answer
         self._loop = loop
+        if not (self._waiting or self._running or self._alone):
+            return await self._go_alone(item)
         future: asyncio.Future[R] = loop.create_future()
         self._waiting.append((item, future))
         if not self._kick_due:  # once the callers of this turn have queued their items
@@ -54,10 +64,41 @@ class Gathered(Generic[I, R]):
             loop.call_soon(self._kick)
         return await future
 
+    async def _go_alone(self, item: I) -> R:
+        self._alone = True
+        try:
+            await asyncio.sleep(0)  # the callers of this turn queue meanwhile
+        except BaseException:
+            self._end_alone()
+            raise
+        if self._waiting:
+            # Not alone after all: this item goes first in their group, as it came first.
+            assert self._loop is not None
+            future: asyncio.Future[R] = self._loop.create_future()
+            self._waiting.insert(0, (item, future))
+            self._end_alone()
+            return await future
+        try:
+            (answer,) = await self._run([item])
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            answer = error
+        finally:
+            self._end_alone()
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    def _end_alone(self) -> None:
+        self._alone = False
+        if self._waiting and not self._kick_due:
+            self._kick()
+
     def _kick(self) -> None:
         self._kick_due = False
         assert self._loop is not None
-        while self._waiting and len(self._running) < self._in_flight:
+        while self._waiting and len(self._running) + self._alone < self._in_flight:
             taken = [(i, f) for i, f in self._waiting[: self._max_items] if not f.done()]
             del self._waiting[: self._max_items]
             if taken:
