@@ -240,11 +240,18 @@ class Dispatcher:
             if channel.id not in self._jobs:
                 self._reruns[channel.id] = self._start(ctx, channel)
         if hint is not None and hint <= self._realtime.keys():
+            started = False
             for channel_id in sorted(hint):
                 if channel_id in self._jobs:
                     self._again.add(channel_id)
                 else:
                     self._start(ctx, self._realtime[channel_id])
+                    started = True
+            if started:
+                # The jobs just started send their claims first (each runs up to its first
+                # wait, the claim on the wire); this loop's bookkeeping and its next sleep
+                # come after, rather than on a fresh event's path.
+                await asyncio.sleep(0)
         elif self._look is not None:
             # A wake-up named a channel not yet known: look again once the look under way
             # (which may have begun before the news) has answered.
