@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import event
+from sqlalchemy import event, text
 
 import tidings
 from tests.store.helpers import channel, publish
 from tidings.core.states import SkipReason, State
+from tidings.store import publish_statement
 
 
 async def test_e1_e2_a_batch_of_keyed_unkeyed_and_repeated_keys(hub: tidings.Hub) -> None:
@@ -86,8 +87,12 @@ async def test_e1_text_columns_arrive_intact_in_every_form_they_travel_in(hub: t
         {"kind": "k", "subject": "s3", "title": "\x1f\x1e", "body": "x\ny", "tenant": None},
         {"kind": "k", "subject": "s4", "title": "ünï ☃", "body": "\\x1f", "url": "https://u/"},
     ]
-    for batch in (given, given[:1], given[2:3], [given[0] | {"url": ""}]):
+    singles = [[item] for item in given]  # one event's columns take a path of their own
+    for batch in (given, *singles, [given[0] | {"url": ""}]):
         results = await hub.publish_many(batch)
+        if len(batch) == 1:
+            results.append(await hub.publish(**batch[0]))  # gathered, as a producer's
+            batch = batch * 2
         for item, result in zip(batch, results, strict=True):
             stored = (await hub.get_event(result.event.id)).event
             assert (stored.subject, stored.title, stored.body) == (
@@ -98,3 +103,17 @@ async def test_e1_text_columns_arrive_intact_in_every_form_they_travel_in(hub: t
             assert (stored.tenant, stored.url) == (item.get("tenant"), item.get("url"))
             assert [d.event_id for d in result.deliveries] == [stored.id]
             assert result.deliveries[0].state is State.PENDING
+
+
+async def test_e1_the_statement_draws_ids_from_the_events_own_sequence(pg_url: str) -> None:
+    """The statement names the sequence as a constant: it must be the one the migrations
+    gave the events' ids, or publishes would draw ids the table's default never skips."""
+    async with tidings.Hub(pg_url) as hub:
+        async with hub.store.engine.connect() as conn:
+            found = await conn.scalar(text("SELECT pg_get_serial_sequence('events', 'id')"))
+        assert str(found).rsplit(".", 1)[-1] == publish_statement.EVENTS_ID_SEQUENCE
+        await channel(hub)
+        first = await hub.publish(kind="k", subject="s")
+        async with hub.store.engine.connect() as conn:
+            drawn = await conn.scalar(text("SELECT last_value FROM events_id_seq"))
+        assert drawn == first.event.id

@@ -132,11 +132,31 @@ def event_columns(items: Sequence[EventInput]) -> dict[str, Any]:
     """The events as the statement's parameters, a column of EVENT_COLUMNS each as
     `on_the_wire` sends it; JSON documents travel as text (cast back by the server), as in
     `insert_rows`."""
+    if len(items) == 1:
+        return _one_event_columns(items[0])
     params: dict[str, Any] = {}
     for name in EVENT_COLUMNS:
         values = list(map(operator.attrgetter(name), items))
         as_text = _AS_TEXT.get(name)
         params |= on_the_wire(name, values if as_text is None else list(map(as_text, values)))
+    return params
+
+
+def _one_event_columns(item: EventInput) -> dict[str, Any]:
+    """`event_columns` of one event, as `on_the_wire` would send each column of one value:
+    the single publish of an idle producer, where every microsecond is on its latency."""
+    params: dict[str, Any] = {}
+    for name, joined_name in _JOINED_NAMES.items():
+        value = getattr(item, name)
+        as_text = _AS_TEXT.get(name)
+        if as_text is not None:
+            value = as_text(value)
+        if value is None:
+            params[name] = params[joined_name] = None
+        elif SEPARATOR in value:
+            params[name], params[joined_name] = [value], None
+        else:
+            params[name], params[joined_name] = None, SEPARATOR + value
     return params
 
 
@@ -185,6 +205,11 @@ _AS_TEXT: dict[str, Callable[[Any], Any]] = {
 }
 
 
+#: The events' id sequence, as the first migration's serial column named it.
+EVENTS_ID_SEQUENCE = "events_id_seq"
+_JOINED_NAMES = {name: f"{name}_joined" for name in EVENT_COLUMNS}
+
+
 @functools.cache
 def _statement(fixed_time: bool, notify: bool, guarded: bool, keyed: bool) -> TextClause:
     """The statement; `keyed` when an event given has an idempotency key. Without one no
@@ -202,8 +227,9 @@ def _statement(fixed_time: bool, notify: bool, guarded: bool, keyed: bool) -> Te
         f"CAST({name} AS jsonb)" if name in _JSON_COLUMNS else name for name in EVENT_COLUMNS
     )
     given = f"""
-    -- the sequence looked up once (an InitPlan), not its name parsed again for every row
-    SELECT nextval((SELECT CAST(pg_get_serial_sequence('events', 'id') AS regclass))) AS id,
+    -- the sequence named as a constant, resolved when the statement is planned: neither
+    -- looked up by its table's name at each publish nor parsed again for every row
+    SELECT nextval(CAST('{EVENTS_ID_SEQUENCE}' AS regclass)) AS id,
         r.*
     FROM (
         SELECT * FROM unnest({arrays}) WITH ORDINALITY AS u({columns}, n) ORDER BY n
