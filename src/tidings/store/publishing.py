@@ -10,9 +10,10 @@ from typing import Any
 from sqlalchemy import ColumnElement, RowMapping, Table, literal, select, true
 from sqlalchemy.engine import Connection
 
-from tidings.core import filters, message_id
+from tidings.core import message_id
+from tidings.core.fanout import Fanout, Initial
 from tidings.core.model import Channel, Delivery, Event, EventInput, PublishResult
-from tidings.core.states import TRANSITIONS, SkipReason, State
+from tidings.core.states import SkipReason, State
 from tidings.store import publish_statement, rows
 from tidings.store.clock import TxClock
 from tidings.store.dialects import dialect_for
@@ -41,9 +42,9 @@ def publish_events(
     if dialect_for(conn).publish_in_one_statement:
         return _in_one_statement(conn, clock, inputs, among, known)
     if known is not None and among is None:
-        all_channels = known.current(conn)
+        fanout = known.fanout(known.current(conn))
     else:
-        all_channels = _channels(conn, among)
+        fanout = Fanout(_channels(conn, among))
     stamp = {"created_at": clock.at()}
     unkeyed = [i for i, item in enumerate(inputs) if item.idempotency_key is None]
     found: dict[int, Event] = {}
@@ -54,7 +55,7 @@ def publish_events(
             found[i] = _event(event_id, inputs[i], created_at)
     keyed = _insert_keyed(conn, inputs, stamp)
     new_events = list(found.values()) + [event for event, _ in keyed.values() if event]
-    fanned = _fan_out(conn, new_events, all_channels)
+    fanned = _fan_out(conn, new_events, fanout)
     pending = {d.channel_id for ds in fanned.values() for d in ds if d.state is State.PENDING}
     if pending:
         dialect_for(conn).announce(conn, pending)
@@ -86,11 +87,11 @@ def _in_one_statement(
             seen = known.seen or known.read(conn)
             if seen is None:
                 break
-            done = _publish_at_once(conn, clock, inputs, seen[1], seen[0])
+            done = _publish_at_once(conn, clock, inputs, known.fanout(seen[1]), seen[0])
             if done is not None:
                 return done
             known.forget()  # the channels changed since they were read
-    at_once = _publish_at_once(conn, clock, inputs, _channels(conn, among), None)
+    at_once = _publish_at_once(conn, clock, inputs, Fanout(_channels(conn, among)), None)
     assert at_once is not None  # an unguarded statement always goes in
     return at_once
 
@@ -117,6 +118,14 @@ class KnownChannels:
     def __init__(self) -> None:
         #: (version, channels), read in one statement; None until read or after a change.
         self.seen: tuple[int, list[Channel]] | None = None
+        self._fanout: Fanout | None = None
+
+    def fanout(self, channels: list[Channel]) -> Fanout:
+        """The fan-out of `channels` (those it last answered, while they are the same), built
+        once for them rather than at every publish."""
+        if self._fanout is None or self._fanout.channels is not channels:
+            self._fanout = Fanout(channels)
+        return self._fanout
 
     def read(self, conn: Connection) -> tuple[int, list[Channel]] | None:
         """The channels and their version, or None where the version row is missing (a
@@ -153,13 +162,13 @@ def _publish_at_once(
     conn: Connection,
     clock: TxClock,
     inputs: Sequence[EventInput],
-    all_channels: list[Channel],
+    fanout: Fanout,
     version: int | None,
 ) -> list[PublishResult] | None:
     """The events (each key's first), their deliveries and the wake-up in one statement
     (`publish_statement`); fanned out before their ids are known, which matching needs not.
     Planned from channels read at `version`: None, storing nothing, when they changed since."""
-    plan = _Plan(inputs, all_channels, None if clock.unread else clock.now(), version)
+    plan = _Plan(inputs, fanout, None if clock.unread else clock.now(), version)
     stored = publish_statement.stored_from(conn.execute(plan.statement, plan.params).one())
     if stored.channels_version != version:
         return None
@@ -179,7 +188,7 @@ async def publish_direct(
     if seen is None:
         return None
     version, all_channels = seen
-    plan = _Plan(inputs, all_channels, None, version)
+    plan = _Plan(inputs, known.fanout(all_channels), None, version)
     (row,) = await direct.fetch(plan.statement, plan.params)
     stored = publish_statement.stored_from(row)
     if stored.channels_version != version:
@@ -194,14 +203,14 @@ Existing = Callable[[list[str]], Awaitable[Mapping[str, PublishResult]]]
 
 
 class _Plan:
-    """A publish planned from `all_channels` before its statement runs: which inputs go in
-    (each key's first, every unkeyed one), each one's deliveries, the statement and its
-    parameters; and, once the statement answered, each input's result."""
+    """A publish planned from the channels' `fanout` before its statement runs: which
+    inputs go in (each key's first, every unkeyed one), each one's deliveries, the statement
+    and its parameters; and, once the statement answered, each input's result."""
 
     def __init__(
         self,
         inputs: Sequence[EventInput],
-        all_channels: list[Channel],
+        fanout: Fanout,
         now: datetime | None,
         version: int | None,
     ) -> None:
@@ -215,27 +224,22 @@ class _Plan:
                 if key is not None:
                     keys_seen.add(key)
         self.new = new
-        self.initial = {c.id: _initial_state(c) for c in all_channels}
-        everything = {c.id for c in all_channels if filters.takes_every_event(c.filter, c.tenant)}
-        self.pairs = [
-            (n, c)
-            for n, i in enumerate(new)
-            for c in all_channels
-            if c.id in everything or _matches(c, inputs[i])
-        ]
+        self.initial = initial = fanout.initial
+        self.pairs = [(n, c) for n, i in enumerate(new) for c in fanout.channels_for(inputs[i])]
         self.message_ids = new_message_ids(len(self.pairs))
-        # Each channel's initial state as the statement's text, looked up once, not per row.
-        as_text = {
-            cid: (state.value, _skip_value(skip)) for cid, (state, skip) in self.initial.items()
-        }
+        starts = [initial[c.id] for _, c in self.pairs]
         planned = publish_statement.NewDeliveries(
             event_n=[n for n, _ in self.pairs],
             channel_id=[c.id for _, c in self.pairs],
             message_id=self.message_ids,
-            state=[as_text[c.id][0] for _, c in self.pairs],
-            skip_reason=[as_text[c.id][1] for _, c in self.pairs],
+            state=[state.value for state, _ in starts],
+            skip_reason=[_skip_value(skip) for _, skip in starts],
         )
-        pending = {c.id for _, c in self.pairs if self.initial[c.id][0] is State.PENDING}
+        pending = {
+            c.id
+            for (_, c), (state, _) in zip(self.pairs, starts, strict=True)
+            if state is State.PENDING
+        }
         self.statement, self.params = publish_statement.prepared(
             [inputs[i] for i in new],
             planned,
@@ -349,13 +353,13 @@ def _event(event_id: int, item: EventInput, created_at: datetime) -> Event:
 
 
 def _fan_out(
-    conn: Connection, new_events: list[Event], all_channels: list[Channel]
+    conn: Connection, new_events: list[Event], fanout: Fanout
 ) -> dict[int, list[Delivery]]:
-    pairs = [(e, c) for e in new_events for c in all_channels if _matches(c, e)]
+    pairs = [(e, c) for e in new_events for c in fanout.channels_for(e)]
     by_event: dict[int, list[Delivery]] = {}
     if not pairs:
         return by_event
-    initial = {c.id: _initial_state(c) for c in all_channels}
+    initial = fanout.initial
     keys = new_message_ids(len(pairs))
     # Events stored in this transaction share one time, and so do their deliveries: it goes
     # once, as a constant, rather than twice in every row of a large batch.
@@ -384,21 +388,10 @@ def new_message_ids(count: int) -> list[str]:
     return message_id.many_from_random(os.urandom(count * message_id.RANDOM_BYTES))
 
 
-def _matches(channel: Channel, event: Event | EventInput) -> bool:
-    return filters.matches(
-        channel.filter,
-        channel.tenant,
-        kind=event.kind,
-        severity=event.severity,
-        labels=event.labels,
-        tenant=event.tenant,
-    )
-
-
 def _new_delivery(
     event: Event,
     channel: Channel,
-    initial: tuple[State, SkipReason | None],
+    initial: Initial,
     key: str,
     with_times: bool = True,
 ) -> dict[str, object]:
@@ -420,7 +413,7 @@ def _delivery(
     delivery_id: int,
     event: Event,
     channel: Channel,
-    initial: tuple[State, SkipReason | None],
+    initial: Initial,
     key: str,
 ) -> Delivery:
     state, skip = initial
@@ -442,12 +435,6 @@ def _delivery(
         None,  # sent_at
         key,  # message_id
     )
-
-
-def _initial_state(channel: Channel) -> tuple[State, SkipReason | None]:
-    if channel.enabled:
-        return TRANSITIONS["publish"].target, None
-    return TRANSITIONS["publish_skipped"].target, SkipReason.CHANNEL_DISABLED
 
 
 def insert_rows(
