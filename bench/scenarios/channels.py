@@ -1,7 +1,7 @@
 """Many channels, on PostgreSQL: what one look for due channels, a `/metrics` scrape, the
-dashboard and the list of breakers cost with 100 and with 10,000 channels (few of them
-due), and a drain of 10 rows on each of 10,000 webhook channels (a multi-tenant shape)
-paired with `raw` like the e2e scenarios."""
+dashboard, the list of breakers and a tenant's single publish cost with 100 and with 10,000
+channels (few of them due, each of its own tenant), and a drain of 10 rows on each of
+10,000 webhook channels (a multi-tenant shape) paired with `raw` like the e2e scenarios."""
 
 from __future__ import annotations
 
@@ -28,6 +28,9 @@ DUE_DURING_LOOKS = 10
 #: Prometheus scrapes (every channel has its series), dashboards and breaker lists timed per
 #: size; each figure is the median.
 SCRAPES = 5
+#: Single publishes of one tenant's event timed per size (after the first, which reads the
+#: channels); the figure is their median.
+PUBLISHES = 50
 
 
 @dataclass(frozen=True)
@@ -68,9 +71,11 @@ class Looked:
     #: The admin UI's dashboard and the API's list of every channel's breaker.
     dashboard: float
     breakers: float
+    #: One event of one tenant published through the library (one delivery).
+    publish: float
 
 
-async def _looks(url: str) -> Looked:
+async def _looks(url: str, tenant: str) -> Looked:
     import tidings  # on use: see bench/scenarios/raw.py
     from tidings.metrics import Metrics
     from tidings.service import Service
@@ -96,6 +101,13 @@ async def _looks(url: str) -> Looked:
             size = len(await metrics.render())
             scrapes.append(time.perf_counter() - t)
         service = Service(hub)
+        event = workload.event(0) | {"tenant": tenant}
+        await hub.publish(**event)  # reads the channels: publishes after it plan from them
+        publishes = []
+        for _ in range(PUBLISHES):
+            t = time.perf_counter()
+            await hub.publish(**event)
+            publishes.append(time.perf_counter() - t)
         return Looked(
             statistics.median(looks),
             statistics.median(nexts),
@@ -104,6 +116,7 @@ async def _looks(url: str) -> Looked:
             size,
             await _median_s(service.dashboard),
             await _median_s(service.breakers),
+            statistics.median(publishes),
         )
 
 
@@ -118,14 +131,15 @@ async def _median_s(read: Callable[[], Awaitable[object]]) -> float:
 
 def look_cost(rig: Rig, channels: int) -> Looked:
     """One look's cost on `channels` channels, each with a sent row of history and
-    DUE_DURING_LOOKS of them with a due row."""
+    DUE_DURING_LOOKS of them with a due row, each its own tenant (named as the channel)."""
     with rig.pg.database() as (name, url):
         ids = _fill(rig, name, url, channels, 1)
         with rig.pg.connect(name) as conn:
             conn.execute("UPDATE deliveries SET state = 'sent', sent_at = now()")
             conn.execute("VACUUM ANALYZE deliveries")
             bulk.pending_rows(conn, ids[:: max(1, len(ids) // DUE_DURING_LOOKS)], 1)
-        return asyncio.run(_looks(url))
+            conn.execute("UPDATE channels SET tenant = name")
+        return asyncio.run(_looks(url, "template"))
 
 
 def _looks_results(rig: Rig, sizes: Sizes) -> list[Result]:
@@ -140,12 +154,14 @@ def _looks_results(rig: Rig, sizes: Sizes) -> list[Result]:
             "scrape_kib": round(m.scrape_bytes / 1024),
             "dashboard_ms": round(m.dashboard * 1000, 1),
             "breakers_ms": round(m.breakers * 1000, 1),
+            "tenant_publish_ms": round(m.publish * 1000, 2),
         }
         for n, m in measured.items()
     }
     notes["large_over_small"] = round(measured[large].look / measured[small].look, 2)
     notes["looks"] = LOOKS
     notes["scrapes"] = SCRAPES
+    notes["publishes"] = PUBLISHES
     return [
         *(
             Result(f"channels/look-{n}", m.look * 1000, "ms", "postgresql", notes=notes)
@@ -159,6 +175,7 @@ def _looks_results(rig: Rig, sizes: Sizes) -> list[Result]:
                 ("metrics-scrape", "scrape"),
                 ("dashboard", "dashboard"),
                 ("breakers", "breakers"),
+                ("publish", "publish"),
             )
             for n, m in measured.items()
         ),
