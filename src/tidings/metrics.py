@@ -1,10 +1,14 @@
 """Prometheus metrics: what the dispatcher counts as it works, and what the database holds.
 
 Counters and the latency histogram are fed by the dispatcher in this process; the gauges of
-deliveries by state and of the oldest pending age are read from the database at each scrape,
-so they are true for the whole cluster. Prometheus' conventions hold: counters end in
-`_total`, no `_created` series, every channel has an oldest-pending sample (0 when nothing is
-pending, so an alert on it never sees a gap), and `tidings_build_info` names the version.
+the deliveries waiting and in flight and of the oldest pending age are read from the database
+at each scrape, so they are true for the whole cluster. A scrape reads the queue, never the
+history: how many deliveries a channel ever sent or failed grows for as long as tidings runs,
+and counting it at every scrape cost seconds at ten million rows (the outcomes are counted
+as they happen, by `tidings_attempts_total`). Prometheus' conventions hold: counters end in
+`_total`, no `_created` series, every channel has its queue and oldest-pending samples (0
+when empty, so an alert on them never sees a gap), and `tidings_build_info` names the
+version.
 """
 
 from __future__ import annotations
@@ -19,10 +23,13 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
 from tidings.core.breaker import HEALTHY, BreakerState
+from tidings.core.states import CLAIMABLE
 from tidings.core.version import VERSION
 from tidings.store import Store
 
 _BREAKER_LEVEL = {BreakerState.CLOSED: 0, BreakerState.HALF_OPEN: 1, BreakerState.OPEN: 2}
+#: The states `tidings_deliveries` counts: what waits (pending) and what is out (sending).
+QUEUE_STATES = tuple(sorted(s.value for s in CLAIMABLE))
 
 
 class Metrics:
@@ -111,10 +118,11 @@ class _DatabaseGauges:
     @classmethod
     async def read(cls, store: Store) -> _DatabaseGauges:
         deliveries = GaugeMetricFamily(
-            "tidings_deliveries", "Deliveries by channel and state", labels=["channel", "state"]
+            "tidings_deliveries",
+            "Deliveries waiting (pending) and being sent (sending), by channel",
+            labels=["channel", "state"],
         )
-        for channel, state, count in await store.delivery_counts():
-            deliveries.add_metric([channel, state], count)
+        queued = await store.live_delivery_counts()
         oldest_pending = GaugeMetricFamily(
             "tidings_oldest_pending_age_seconds",
             "Age of the oldest pending delivery, by channel (0: none pending)",
@@ -134,6 +142,8 @@ class _DatabaseGauges:
         oldest = dict(await store.oldest_pending())
         health = await store.breakers()
         for channel_id, name, _kind in await store.channel_refs():
+            for state in QUEUE_STATES:
+                deliveries.add_metric([name, state], queued.get((channel_id, state), 0))
             since = oldest.get(name)
             age = 0.0 if since is None else max(0.0, (now - since).total_seconds())
             oldest_pending.add_metric([name], age)

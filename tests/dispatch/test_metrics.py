@@ -7,7 +7,9 @@ import asyncio
 import tidings
 from tests.dispatch.helpers import LOOPBACK, settled, webhook
 from tests.sink import Answer, Sink
+from tests.store.helpers import LEASE_S, attempt, claim, publish
 from tidings.channels.registry import Registry, builtin_adapters
+from tidings.core.states import AttemptStatus
 from tidings.dispatch import Dispatcher, DispatcherConfig
 from tidings.metrics import Metrics
 
@@ -71,3 +73,34 @@ async def test_the_scrape_follows_prometheus_conventions(hub: tidings.Hub) -> No
     assert set(oldest) == {"idle", "busy"}
     (build,) = families["tidings_build_info"].samples
     assert (build.labels["version"], build.value) == (tidings.__version__, 1)
+
+
+async def test_the_deliveries_gauge_counts_the_queue_of_every_channel(hub: tidings.Hub) -> None:
+    """Pending and sending rows by channel, 0 where there are none; rows that ended (sent,
+    failed) are history, counted as they happen by tidings_attempts_total, not at a scrape."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    busy = await hub.channels.create(name="busy", kind="inbox", filter={"kinds": ["a.*"]})
+    await hub.channels.create(name="quiet", kind="inbox", filter={"kinds": ["never.*"]})
+    await publish(hub, 2, kind="a.sent")
+    sent = await claim(hub, busy, limit=2)
+    assert (
+        await hub.store.mark_sent(
+            sent.token, sent.ids, [attempt(i, AttemptStatus.DELIVERED) for i in sent.ids]
+        )
+        == 2
+    )
+    await publish(hub, 1, kind="a.out")
+    await claim(hub, busy, limit=1, lease_s=LEASE_S)  # sending, its lease running
+    await publish(hub, 3, kind="a.waiting")
+    scrape = (await Metrics(hub.store).render()).decode()
+    (family,) = [
+        f for f in text_string_to_metric_families(scrape) if f.name == "tidings_deliveries"
+    ]
+    counts = {(s.labels["channel"], s.labels["state"]): s.value for s in family.samples}
+    assert counts == {
+        ("busy", "pending"): 3,
+        ("busy", "sending"): 1,
+        ("quiet", "pending"): 0,
+        ("quiet", "sending"): 0,
+    }

@@ -116,8 +116,9 @@ class Reads(Runner):
     ) -> list[inbox.InboxMessage]:
         return await self._run(lambda c, _: inbox.recent(c, channel_id, limit), read_only=True)
 
-    async def delivery_counts(self) -> list[tuple[str, str, int]]:
-        return await self._run(lambda c, _: stats.counts_by_channel_state(c), read_only=True)
+    async def live_delivery_counts(self) -> dict[tuple[int, str], int]:
+        """(channel id, state) -> deliveries pending or sending (the queue)."""
+        return await self._run(lambda c, _: stats.live_counts_by_channel(c), read_only=True)
 
     async def oldest_pending(self) -> list[tuple[str, datetime]]:
         return await self._run(lambda c, _: stats.oldest_pending_by_channel(c), read_only=True)
