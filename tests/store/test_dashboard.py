@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from sqlalchemy import insert, update
 
 import tidings
 from tests.store.helpers import channel, publish
+from tidings.store import dashboard
 from tidings.store.schema import attempts, deliveries
 
 NOW = datetime(2026, 6, 1, 12, 30, tzinfo=UTC)
@@ -69,3 +71,42 @@ async def test_state_counts_are_exact_up_to_the_bound_and_estimates_beyond(
     estimated = await hub.store.state_counts()
     assert (estimated["pending"], estimated["failed"], estimated["skipped"]) == (3, 1, 0)
     assert estimated["sent"] >= 1  # all rows (more than 4: an estimate) less the others
+
+
+async def _sent_at(hub: tidings.Hub, times: list[datetime], name: str = "ops") -> int:
+    """A channel whose deliveries, oldest first, were sent at `times`; its id."""
+    ch = await channel(hub, name)
+    published = await publish(hub, len(times))
+    async with hub.store.engine.begin() as conn:
+        for result, at in zip(published, times, strict=True):
+            (delivery,) = [d for d in result.deliveries if d.channel_id == ch.id]
+            await conn.execute(
+                update(deliveries)
+                .where(deliveries.c.id == delivery.id)
+                .values(state="sent", sent_at=at)
+            )
+    return ch.id
+
+
+async def test_a_channels_last_success_is_its_latest_send_not_its_newest_row(
+    hub: tidings.Hub,
+) -> None:
+    """An older delivery sent after a newer one (its retry succeeded later) is the last
+    success; a channel that never sent has none."""
+    ops = await _sent_at(hub, [NOW, NOW - timedelta(hours=2), NOW - timedelta(hours=1)])
+    idle = (await channel(hub, "idle")).id
+    health = await hub.store.channel_health([ops, idle], now=NOW)
+    assert health[ops].last_success_at == NOW
+    assert health[idle].last_success_at is None
+
+
+async def test_a_channels_last_success_is_read_among_its_newest_sends(
+    hub: tidings.Hub, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bounded however many it ever sent: a send older than the newest LAST_SUCCESS_AMONG
+    sent rows is not looked at."""
+    monkeypatch.setattr(dashboard, "LAST_SUCCESS_AMONG", 2)
+    times = [NOW, NOW - timedelta(hours=3), NOW - timedelta(hours=2)]
+    ops = await _sent_at(hub, times)
+    health = await hub.store.channel_health([ops], now=NOW)
+    assert health[ops].last_success_at == NOW - timedelta(hours=2)

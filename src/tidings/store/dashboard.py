@@ -12,7 +12,16 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import BigInteger, ColumnElement, Select, cast, func, select, type_coerce
+from sqlalchemy import (
+    BigInteger,
+    ColumnElement,
+    Select,
+    cast,
+    func,
+    literal_column,
+    select,
+    type_coerce,
+)
 from sqlalchemy.engine import Connection
 
 from tidings.core.model import DeliveryQuery
@@ -24,11 +33,11 @@ from tidings.store.history import _JOINED as HISTORY_ROWS
 from tidings.store.history import EXACT_TOTAL_UP_TO, count_matching
 from tidings.store.history import _conditions as history_conditions
 from tidings.store.schema import (
-    ENDED_STATES,
     UTCDateTime,
     attempts,
     channels,
     deliveries,
+    is_ended,
     is_live,
 )
 
@@ -45,6 +54,10 @@ FAILED_ATTEMPTS = (
 )
 #: Not yet final: waiting to be sent, or in flight.
 OPEN_STATES = (State.PENDING.value, State.SENDING.value)
+#: A channel's last success is the latest send among its newest sent deliveries, this many:
+#: bounded however many it ever sent. Only a retry that succeeded after this many newer
+#: deliveries had been sent is left out, and it succeeded at most that long ago.
+LAST_SUCCESS_AMONG = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,22 +81,31 @@ def channel_health(
 ) -> dict[int, ChannelHealth]:
     """Per channel (those of `channel_ids`, else every one): last delivered, failed attempts
     in the last hour, open rows, oldest open. For given channels each figure is read through
-    that channel's own rows (its ended rows for the last delivery, its live ones for what is
-    open), so a page of channels costs the same however many deliveries the others hold."""
+    that channel's own rows (its newest ended rows for the last delivery, its live ones for
+    what is open), so a page of channels costs the same however many deliveries they and
+    the others hold."""
     hour_ago = clock.now() - timedelta(hours=1)
 
     def of_page(query: Select[Any]) -> Select[Any]:
         return query if channel_ids is None else query.where(d.c.channel_id.in_(channel_ids))
 
-    last_sent: dict[int, datetime | None] = dict(
-        conn.execute(
-            of_page(
-                select(d.c.channel_id, type_coerce(func.max(d.c.sent_at), UTCDateTime))
-                .where(d.c.state == State.SENT.value, d.c.state.in_(ENDED_STATES))
-                .group_by(d.c.channel_id)
-            )
-        ).all()
+    newest_sent = (
+        select(d.c.sent_at)
+        .where(
+            d.c.channel_id == channels.c.id,
+            d.c.state == literal_column(f"'{State.SENT.value}'"),
+            is_ended(),  # the predicate of the index of a channel's ended rows, as written
+        )
+        .order_by(d.c.id.desc())
+        .limit(LAST_SUCCESS_AMONG)
+        .correlate(channels)
+        .subquery()
     )
+    last = select(func.max(newest_sent.c.sent_at)).scalar_subquery()
+    last_of = select(channels.c.id, type_coerce(last, UTCDateTime))
+    if channel_ids is not None:
+        last_of = last_of.where(channels.c.id.in_(channel_ids))
+    last_sent: dict[int, datetime | None] = dict(conn.execute(last_of).all())
     open_rows = {
         channel_id: (count, oldest)
         for channel_id, count, oldest in conn.execute(
