@@ -145,3 +145,46 @@ async def test_a_refused_destination_is_explained_when_saved(api: Api) -> None:
     assert moved.json()["warnings"] == []
     read = await api.client.get(f"/v1/channels/{created.json()['id']}", headers=api.read)
     assert "warnings" not in read.json()
+
+
+async def test_the_list_pages_by_id_and_finds_by_name(api: Api) -> None:
+    for name in ("a-ops", "b-ops", "c-dev", "d_ops", "e-ops"):
+        created = await api.client.post(
+            "/v1/channels", json={"name": name, "kind": "inbox"}, headers=api.admin
+        )
+        assert created.status_code == 201, created.text
+
+    async def page(**params: object) -> tuple[list[str], int | None]:
+        answer = await api.client.get("/v1/channels", params=params, headers=api.read)
+        assert answer.status_code == 200, answer.text
+        body = answer.json()
+        return [c["name"] for c in body["items"]], body["next_after"]
+
+    everything, last = await page()
+    assert (everything, last) == (["a-ops", "b-ops", "c-dev", "d_ops", "e-ops"], None)
+    names, after = await page(limit=2)
+    assert names == ["a-ops", "b-ops"]
+    seen = list(names)
+    while after is not None:
+        names, after = await page(limit=2, after=after)
+        seen += names
+    assert seen == everything
+    assert await page(limit=5) == (everything, None)  # the last page says so
+    assert await page(q="OPS", limit=2) == (["a-ops", "b-ops"], (await page(limit=2))[1])
+    assert (await page(q="_"))[0] == ["d_ops"]  # a name's text, not a pattern
+    assert await page(q="nothing") == ([], None)
+
+
+async def test_bad_list_parameters_are_refused(api: Api) -> None:
+    for params, field in (
+        ({"limit": 0}, "limit"),
+        ({"limit": 1001}, "limit"),
+        ({"limit": "many"}, "limit"),
+        ({"after": -1}, "after"),
+        ({"q": "x" * 101}, "q"),
+    ):
+        answer = await api.client.get("/v1/channels", params=params, headers=api.read)
+        assert answer.status_code == 422, (params, answer.text)
+        assert field in answer.json()["error"]["message"], answer.text
+    refused = await api.client.get("/v1/channels", params={"limit": 1})
+    assert refused.status_code == 401

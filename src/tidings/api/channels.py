@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Path, Response
+from fastapi import APIRouter, Depends, Path, Query, Response
 
 from tidings.api.schemas import (
     MAX_ID,
@@ -32,9 +32,42 @@ ADMIN = [Depends(require(Scope.ADMIN))]
 READ = [Depends(require(Scope.READ))]
 
 
+#: The most channels one page of the list may ask for.
+MAX_CHANNELS_PER_PAGE = 1000
+
+
 @router.get("", response_model=ChannelList, dependencies=READ)
-async def list_channels(service: ServiceDep) -> dict[str, Any]:
-    return {"items": [service.channel_json(c) for c in await service.channels()]}
+async def list_channels(
+    service: ServiceDep,
+    limit: Annotated[
+        int | None,
+        Query(
+            ge=1,
+            le=MAX_CHANNELS_PER_PAGE,
+            description="Channels on one page, in id order (default: every channel at once)",
+        ),
+    ] = None,
+    after: Annotated[
+        int,
+        Query(ge=0, le=MAX_ID, description="Start after this channel id: a page's next_after"),
+    ] = 0,
+    q: Annotated[
+        str | None,
+        Query(max_length=100, description="Only channels whose name holds this (any case)"),
+    ] = None,
+) -> dict[str, Any]:
+    """The channels in id order. With ten thousand of them the whole list is megabytes:
+    `limit` pages it, `next_after` (null on the last page) gives the next page's `after`."""
+    if limit is None and not after and not q:
+        return {"items": [service.channel_json(c) for c in await service.channels()]}
+    size = limit or MAX_CHANNELS_PER_PAGE
+    found = await service.channels_page(after, size + 1, q.strip() if q else None)
+    page = found[:size]
+    more = len(found) > size
+    return {
+        "items": [service.channel_json(c) for c in page],
+        "next_after": page[-1].id if more else None,
+    }
 
 
 @router.get("/health", response_model=BreakerList, dependencies=READ)

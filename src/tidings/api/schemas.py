@@ -292,6 +292,8 @@ class ChannelSaved(ChannelOut):
 
 class ChannelList(BaseModel):
     items: list[ChannelOut]
+    #: The next page's `after`; null when this page holds the last channel.
+    next_after: int | None = None
 
 
 class ConfigFieldOut(BaseModel):
