@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tidings.core.fanout import Fanout, initial_state
-from tidings.core.filters import matches
+from tidings.core.filters import channel_takes
 from tidings.core.model import Channel, EventInput, Severity
 from tidings.core.states import Mode, SkipReason, State
 
@@ -49,18 +49,7 @@ def event(kind: str, tenant: str | None, severity: Severity, labels: dict[str, s
 
 
 def asked_in_turn(channels: list[Channel], e: EventInput) -> list[Channel]:
-    return [
-        c
-        for c in channels
-        if matches(
-            c.filter,
-            c.tenant,
-            kind=e.kind,
-            severity=e.severity,
-            labels=e.labels,
-            tenant=e.tenant,
-        )
-    ]
+    return [c for c in channels if channel_takes(c, e)]
 
 
 def random_filter(rand: random.Random) -> dict[str, Any]:

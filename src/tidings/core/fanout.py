@@ -17,29 +17,15 @@ from __future__ import annotations
 import heapq
 import re
 from collections.abc import Sequence
-from typing import Protocol
 
 from tidings.core import filters
-from tidings.core.model import Channel, Severity
+from tidings.core.model import Channel
 from tidings.core.states import TRANSITIONS, SkipReason, State
 
 #: A new delivery's state, and why it was skipped (a disabled channel), by channel.
 Initial = tuple[State, SkipReason | None]
 #: What makes a kind pattern's character a wildcard (`fnmatch`).
 _WILDCARD = re.compile(r"[*?\[]")
-
-
-class Routable(Protocol):
-    """The fields of an event that decide where it goes (a new input or a stored event)."""
-
-    @property
-    def kind(self) -> str: ...
-    @property
-    def severity(self) -> Severity: ...
-    @property
-    def labels(self) -> dict[str, str]: ...
-    @property
-    def tenant(self) -> str | None: ...
 
 
 def initial_state(channel: Channel) -> Initial:
@@ -75,15 +61,15 @@ class Fanout:
         self._prefix_lengths = sorted({len(p) for p in self._by_prefix})
         self._every_channel = [c for _, c in self._every]
 
-    def channels_for(self, event: Routable) -> list[Channel]:
+    def channels_for(self, event: filters.Routable) -> list[Channel]:
         """The channels `event` goes to, in the channels' order."""
         own = self._by_tenant.get(event.tenant, ()) if event.tenant is not None else ()
         by_kind = self._by_kind(event.kind)
         if not own and not self._filtering and not by_kind:
             return self._every_channel
-        matched = [(at, c) for at, c in own if _matches(c, event)]
-        matched += [(at, c) for at, c in self._filtering if _matches(c, event)]
-        matched += [(at, c) for at, c in by_kind.items() if _matches(c, event)]
+        matched = [(at, c) for at, c in own if filters.channel_takes(c, event)]
+        matched += [(at, c) for at, c in self._filtering if filters.channel_takes(c, event)]
+        matched += [(at, c) for at, c in by_kind.items() if filters.channel_takes(c, event)]
         if not matched:
             return self._every_channel
         matched.sort(key=_position)
@@ -120,14 +106,3 @@ def _fixed_beginnings(patterns: object) -> set[str]:
 
 def _position(entry: tuple[int, Channel]) -> int:
     return entry[0]
-
-
-def _matches(channel: Channel, event: Routable) -> bool:
-    return filters.matches(
-        channel.filter,
-        channel.tenant,
-        kind=event.kind,
-        severity=event.severity,
-        labels=event.labels,
-        tenant=event.tenant,
-    )

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from fnmatch import fnmatchcase
-from typing import Any
+from typing import Any, Protocol
 
 from tidings.core.errors import ValidationError
-from tidings.core.model import Severity
+from tidings.core.model import Channel, Severity
 from tidings.core.text import has_unstorable
 
 FILTER_KEYS = ("kinds", "min_severity", "labels")
@@ -110,3 +110,28 @@ def matches(
         return False
     wanted: Mapping[str, str] = filter.get("labels") or {}
     return all(labels.get(key) == value for key, value in wanted.items())
+
+
+class Routable(Protocol):
+    """The fields of an event that decide where it goes (a new input or a stored event)."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def severity(self) -> Severity: ...
+    @property
+    def labels(self) -> dict[str, str]: ...
+    @property
+    def tenant(self) -> str | None: ...
+
+
+def channel_takes(channel: Channel, event: Routable) -> bool:
+    """`matches` for this channel's filter and tenant and this event's fields."""
+    return matches(
+        channel.filter,
+        channel.tenant,
+        kind=event.kind,
+        severity=event.severity,
+        labels=event.labels,
+        tenant=event.tenant,
+    )

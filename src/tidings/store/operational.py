@@ -99,11 +99,4 @@ def matches(channel: Channel, item: EventInput) -> bool:
     kinds = channel.filter.get("kinds") or []
     if not any(isinstance(k, str) and k.startswith(PREFIX) for k in kinds):
         return False
-    return filters.matches(
-        channel.filter,
-        channel.tenant,
-        kind=item.kind,
-        severity=item.severity,
-        labels=item.labels,
-        tenant=item.tenant,
-    )
+    return filters.channel_takes(channel, item)
