@@ -52,12 +52,20 @@ async def test_callers_of_one_turn_go_together_the_first_one_first() -> None:
     assert run.tasks[0] is not asyncio.current_task()
 
 
-async def test_callers_that_come_while_a_lone_one_runs_wait_for_it() -> None:
+async def one_in_flight() -> tuple[
+    Recorder, Gathered[int, int], asyncio.Event, asyncio.Future[int]
+]:
+    """A lone caller's item (2) running, held until the event is set."""
     release = asyncio.Event()
     run = Recorder(release)
-    gathered = Gathered(run, max_items=10)
+    gathered: Gathered[int, int] = Gathered(run, max_items=10)
     first = asyncio.ensure_future(gathered(2))
     await run.started.wait()
+    return run, gathered, release, first
+
+
+async def test_callers_that_come_while_a_lone_one_runs_wait_for_it() -> None:
+    run, gathered, release, first = await one_in_flight()
     later = [asyncio.ensure_future(gathered(i)) for i in (4, 6)]
     await asyncio.sleep(0)
     assert run.calls == [[2]]  # in flight: one at a time
@@ -80,11 +88,7 @@ async def test_a_lone_caller_cancelled_before_its_item_goes_leaves_it_out() -> N
 
 
 async def test_a_lone_caller_cancelled_mid_run_lets_the_waiting_go() -> None:
-    release = asyncio.Event()
-    run = Recorder(release)
-    gathered = Gathered(run, max_items=10)
-    lone = asyncio.ensure_future(gathered(2))
-    await run.started.wait()
+    run, gathered, release, lone = await one_in_flight()
     waiting = asyncio.ensure_future(gathered(4))
     await asyncio.sleep(0)
     lone.cancel()
