@@ -6,9 +6,10 @@ at each scrape, so they are true for the whole cluster. A scrape reads the queue
 history: how many deliveries a channel ever sent or failed grows for as long as tidings runs,
 and counting it at every scrape cost seconds at ten million rows (the outcomes are counted
 as they happen, by `tidings_attempts_total`). Prometheus' conventions hold: counters end in
-`_total`, no `_created` series, every channel has its queue and oldest-pending samples (0
-when empty, so an alert on them never sees a gap), and `tidings_build_info` names the
-version.
+`_total`, no `_created` series, every channel has an oldest-pending sample (0 when nothing
+is pending, so an alert on it never sees a gap; the queue's counts are given where not 0, as
+with ten thousand mostly idle channels their zeros were half the scrape), and
+`tidings_build_info` names the version.
 """
 
 from __future__ import annotations
@@ -23,13 +24,10 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
 from tidings.core.breaker import HEALTHY, BreakerState
-from tidings.core.states import CLAIMABLE
 from tidings.core.version import VERSION
 from tidings.store import Store
 
 _BREAKER_LEVEL = {BreakerState.CLOSED: 0, BreakerState.HALF_OPEN: 1, BreakerState.OPEN: 2}
-#: The states `tidings_deliveries` counts: what waits (pending) and what is out (sending).
-QUEUE_STATES = tuple(sorted(s.value for s in CLAIMABLE))
 
 
 class Metrics:
@@ -122,7 +120,6 @@ class _DatabaseGauges:
             "Deliveries waiting (pending) and being sent (sending), by channel",
             labels=["channel", "state"],
         )
-        queued = await store.live_delivery_counts()
         oldest_pending = GaugeMetricFamily(
             "tidings_oldest_pending_age_seconds",
             "Age of the oldest pending delivery, by channel (0: none pending)",
@@ -141,15 +138,18 @@ class _DatabaseGauges:
         now = datetime.now(UTC)
         oldest = dict(await store.oldest_pending())
         health = await store.breakers()
+        names: dict[int, str] = {}
         for channel_id, name, _kind in await store.channel_refs():
-            for state in QUEUE_STATES:
-                deliveries.add_metric([name, state], queued.get((channel_id, state), 0))
+            names[channel_id] = name
             since = oldest.get(name)
             age = 0.0 if since is None else max(0.0, (now - since).total_seconds())
             oldest_pending.add_metric([name], age)
             found = health.get(channel_id, HEALTHY)
             breaker.add_metric([name], _BREAKER_LEVEL[found.state])
             failures.add_metric([name], found.consecutive_failures)
+        for (channel_id, state), count in sorted((await store.live_delivery_counts()).items()):
+            if channel_id in names:  # not a channel deleted since the names were read
+                deliveries.add_metric([names[channel_id], state], count)
         return cls([deliveries, oldest_pending, breaker, failures])
 
 
