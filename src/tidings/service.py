@@ -157,6 +157,9 @@ class Service:
         lists that only name channels (ten thousand channels read whole took ~130 ms)."""
         return await self.hub.store.channel_refs()
 
+    async def count_channels(self) -> int:
+        return await self.hub.store.count_channels()
+
     async def channel(self, channel_id: int) -> Channel:
         return await self.hub.channels.get(channel_id)
 

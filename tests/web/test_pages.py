@@ -11,6 +11,7 @@ from tests.web import data
 from tests.web.conftest import Ui
 from tidings.core.model import DeliveryQuery
 from tidings.core.states import State
+from tidings.web import deliveries
 
 XSS = "<script>alert(1)</script>"
 PAGES = ["/ui/", "/ui/deliveries", "/ui/channels", "/ui/inbox", "/ui/channels/new"]
@@ -101,6 +102,39 @@ async def test_history_filters_and_pages(logged_in: Ui) -> None:
     assert bad.status_code == 200
     assert len(ids_in(bad.text)) == 15
     assert "Ignored filter" in bad.text
+
+
+async def test_history_with_many_channels_takes_a_channel_typed_in(
+    logged_in: Ui, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Beyond CHANNEL_CHOICES_MAX channels the filter is a text field for a name or an id,
+    not a list of every channel; a name that is no channel's is said, and ignored."""
+    ids = await populate(logged_in)
+    client = logged_in.client
+    listed = (await client.get("/ui/deliveries")).text
+    assert '<select name="channel">' in listed
+    monkeypatch.setattr(deliveries, "CHANNEL_CHOICES_MAX", 2)
+    typed = (await client.get("/ui/deliveries")).text
+    assert '<select name="channel">' not in typed
+    assert '<input name="channel" value=""' in typed
+    by_id = await client.get("/ui/deliveries", params={"channel": ids["failing"]})
+    by_name = await client.get("/ui/deliveries", params={"channel": " pager-hook "})
+    assert len(ids_in(by_name.text)) == 5
+    assert ids_in(by_name.text) == ids_in(by_id.text)
+    assert 'name="channel" value="pager-hook"' in by_name.text
+    # links made from the filter (the bulk resend's, the pages') name the channel by id
+    assert f"resend-failed?channel={ids['failing']}" in by_name.text
+    for unknown, said in (
+        ("nobody", "no channel is named"),
+        (XSS, "no channel is named"),
+        ("a\x00b", "must not contain NUL"),
+        ("x" * 10_000, "no channel is named"),
+    ):
+        answer = await client.get("/ui/deliveries", params={"channel": unknown})
+        assert answer.status_code == 200
+        assert len(ids_in(answer.text)) == 15
+        assert f"Ignored filter — channel: {said}" in answer.text
+        assert XSS not in answer.text
 
 
 def _link(html: str, rel: str) -> str | None:

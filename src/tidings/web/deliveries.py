@@ -12,8 +12,9 @@ from fastapi.responses import HTMLResponse, Response
 
 from tidings.core.cursor import BadCursor
 from tidings.core.errors import Conflict, NotFound
-from tidings.core.model import DeliveryDetail
+from tidings.core.model import Channel, ChannelRef, DeliveryDetail
 from tidings.core.states import RESENDABLE
+from tidings.core.text import ascii_digits, has_unstorable
 from tidings.service import Service
 from tidings.web.forms import Form
 from tidings.web.history import MAX_ID, page_number, read_filters
@@ -22,12 +23,18 @@ from tidings.web.session import Admin, ServiceDep
 
 router = APIRouter()
 RESENDABLE_STATES = frozenset(s.value for s in RESENDABLE)
+#: Up to this many channels the filter offers them in a list; beyond, it takes a name or an
+#: id typed in (with ten thousand channels the list was 469 KiB of every history page).
+CHANNEL_CHOICES_MAX = 200
 
 
 @router.get("/deliveries", response_class=HTMLResponse)
 async def history(request: Request, admin: Admin, service: ServiceDep) -> Response:
-    filters = read_filters(request.query_params)
     q = request.query_params
+    channel, unknown = await _channel_filter(service, q.get("channel", ""))
+    filters = read_filters(q if channel is None else {**q, "channel": str(channel.id)})
+    if unknown:
+        filters.errors.append(unknown)
     page, page_size = page_number(q.get("page")), page_number(q.get("page_size"))
     try:
         result = await service.deliveries(filters.query, page, page_size, q.get("cursor"))
@@ -41,14 +48,35 @@ async def history(request: Request, admin: Admin, service: ServiceDep) -> Respon
         "result": result,
         "pages": pages,
         "filters": filters,
-        # For the filter's choices; the live refresh of the table shows none.
-        "channels": [] if q.get("partial") else await service.channel_refs(),
+        # For the filter's choices (None: too many, typed in); the live refresh shows none.
+        "channels": [] if q.get("partial") else await _channel_choices(service),
+        "channel_typed": "" if channel is None else channel.name,
         "resendable": RESENDABLE_STATES,
         "request_id": uuid.uuid4().hex,
         "here": str(request.url.path) + (f"?{request.url.query}" if request.url.query else ""),
     }
     template = "deliveries_live.html" if q.get("partial") else "deliveries.html"
     return render(request, template, **context)
+
+
+async def _channel_filter(service: Service, given: str) -> tuple[Channel | None, str | None]:
+    """The channel a filter names by name (the typed-in filter); an id is read_filters'.
+    And what is wrong with it, if it names none."""
+    name = given.strip()
+    if not name or ascii_digits(name):
+        return None, None
+    if has_unstorable(name):
+        return None, "channel: must not contain NUL or unpaired surrogates"
+    try:
+        return await service.channel_by_ref(name[:200]), None
+    except NotFound:
+        return None, f"channel: no channel is named {name[:200]!r}"
+
+
+async def _channel_choices(service: Service) -> list[ChannelRef] | None:
+    if await service.count_channels() > CHANNEL_CHOICES_MAX:
+        return None
+    return await service.channel_refs()
 
 
 @router.get("/deliveries/{delivery_id:int}", response_class=HTMLResponse)
