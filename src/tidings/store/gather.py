@@ -31,8 +31,9 @@ class Gathered(Generic[I, R]):
     as for any group.
 
     A caller cancelled before its item was taken withdraws it; once taken, the item's fate
-    is its group's. An error `run` raises (rather than answering per item) is every item's
-    answer."""
+    is its group's, and a lone caller's is its own: cancelled, its run is too (a write may
+    then have been stored or not, as any write cut short). An error `run` raises (rather
+    than answering per item) is every item's answer."""
 
     def __init__(self, run: Run[I, R], *, max_items: int, in_flight: int = 1) -> None:
         self._run = run
