@@ -40,6 +40,11 @@ class Fanout:
         self.channels = channels
         #: Each channel's initial delivery state, by id.
         self.initial: dict[int, Initial] = {c.id: initial_state(c) for c in channels}
+        #: The same as the text a row stores: (state, skip reason or None).
+        self.initial_text: dict[int, tuple[str, str | None]] = {
+            i: (state.value, None if skip is None else skip.value)
+            for i, (state, skip) in self.initial.items()
+        }
         #: (position, channel) of the channels without a tenant that take every event, of
         #: those without a tenant that filter, and of each tenant's.
         self._every: list[tuple[int, Channel]] = []

@@ -13,7 +13,7 @@ from sqlalchemy.engine import Connection
 from tidings.core import message_id
 from tidings.core.fanout import Fanout, Initial
 from tidings.core.model import Channel, Delivery, Event, EventInput, PublishResult
-from tidings.core.states import SkipReason, State
+from tidings.core.states import State
 from tidings.store import publish_statement, rows
 from tidings.store.clock import TxClock
 from tidings.store.dialects import dialect_for
@@ -224,22 +224,19 @@ class _Plan:
                 if key is not None:
                     keys_seen.add(key)
         self.new = new
-        self.initial = initial = fanout.initial
+        self.initial = fanout.initial
         self.pairs = [(n, c) for n, i in enumerate(new) for c in fanout.channels_for(inputs[i])]
         self.message_ids = new_message_ids(len(self.pairs))
-        starts = [initial[c.id] for _, c in self.pairs]
+        # Each row's state and skip reason as the text the statement stores.
+        as_text = [fanout.initial_text[c.id] for _, c in self.pairs]
         planned = publish_statement.NewDeliveries(
             event_n=[n for n, _ in self.pairs],
             channel_id=[c.id for _, c in self.pairs],
             message_id=self.message_ids,
-            state=[state.value for state, _ in starts],
-            skip_reason=[_skip_value(skip) for _, skip in starts],
+            state=[state for state, _ in as_text],
+            skip_reason=[skip for _, skip in as_text],
         )
-        pending = {
-            c.id
-            for (_, c), (state, _) in zip(self.pairs, starts, strict=True)
-            if state is State.PENDING
-        }
+        pending = {c.id for _, c in self.pairs if self.initial[c.id][0] is State.PENDING}
         self.statement, self.params = publish_statement.prepared(
             [inputs[i] for i in new],
             planned,
@@ -282,10 +279,6 @@ class _Plan:
             else existing[item.idempotency_key or ""]  # E2: the key's first event
             for i, item in enumerate(self.inputs)
         ]
-
-
-def _skip_value(reason: SkipReason | None) -> str | None:
-    return None if reason is None else reason.value
 
 
 def _insert_keyed(
