@@ -123,3 +123,33 @@ def test_every_foreign_key_has_an_index_that_leads_with_it() -> None:
             if fk.parent.name not in leading
         ]
     assert unindexed == []
+
+
+def test_the_revisions_known_without_alembic_are_the_migrations_shipped() -> None:
+    """`migrate.REVISIONS` (what every command checks a database against, without Alembic)
+    lists the package's migrations in order, the head last."""
+    shipped = [r.revision for r in migrate.scripts().walk_revisions()]
+    assert list(migrate.REVISIONS) == shipped[::-1]
+    assert migrate.head() == migrate.scripts().get_current_head()
+
+
+def test_the_revision_read_with_sql_is_alembics(empty_database: str) -> None:
+    engine = create_engine(empty_database)
+
+    def both() -> tuple[str | None, str | None]:
+        with engine.connect() as conn:
+            return migrate.current(conn), MigrationContext.configure(conn).get_current_revision()
+
+    try:
+        assert both() == (None, None)
+        for revision in ("0001", "0014_history_scale", "head"):
+            with engine.begin() as conn:
+                migrate.upgrade(conn, revision)
+            found, alembics = both()
+            assert found == alembics
+            assert found == (migrate.head() if revision == "head" else revision)
+        with engine.begin() as conn:
+            conn.execute(text("DELETE FROM alembic_version"))
+        assert both() == (None, None)
+    finally:
+        engine.dispose()
