@@ -25,6 +25,10 @@ async def test_create_read_update_delete_with_secrets_redacted(api: Api) -> None
     listed = await api.client.get("/v1/channels", headers=api.read)
     assert SECRET not in listed.text
     assert [c["name"] for c in listed.json()["items"]] == ["hook"]
+    paged = await api.client.get("/v1/channels", params={"limit": 1, "q": "ho"}, headers=api.read)
+    assert [c["name"] for c in paged.json()["items"]] == ["hook"]
+    assert SECRET not in paged.text
+    assert paged.json()["items"][0]["config"]["secret"] == "••••" + SECRET[-4:]
 
     # an edit form sends the redacted secret back: the stored one is kept
     patched = await api.client.patch(

@@ -158,3 +158,22 @@ async def test_w2_a_publish_reads_the_channels_only_after_they_changed(db_url: s
         assert not any(unchanged), unchanged
         assert changed.count(True) == 1, changed
         assert len(result.deliveries) == 2
+
+
+async def test_e1_the_fan_out_index_follows_tenant_and_pattern_changes(db_url: str) -> None:
+    """The index a process builds from the channels it knows (by tenant, by the fixed
+    beginning of kind patterns) is built again once they change."""
+    async with tidings.Hub(db_url) as mine, tidings.Hub(db_url) as other:
+        acme = await channel(mine, "acme", tenant="acme", filter={"kinds": ["deploy.*"]})
+        shared = await channel(mine, "shared", filter={"kinds": ["deploy.*"]})
+        (first,) = await publish(mine, kind="deploy.done", tenant="acme")
+        assert _fan_out(first) == {str(acme.id): State.PENDING, str(shared.id): State.PENDING}
+
+        await other.channels.update(acme.id, tenant="globex")
+        await other.channels.update(shared.id, filter={"kinds": ["scan.*"]})
+        (moved,) = await publish(mine, kind="deploy.done", tenant="acme")
+        assert _fan_out(moved) == {}
+        (scan,) = await publish(mine, kind="scan.done", tenant="globex")
+        assert _fan_out(scan) == {str(shared.id): State.PENDING}
+        (deploy,) = await publish(mine, kind="deploy.x", tenant="globex")
+        assert _fan_out(deploy) == {str(acme.id): State.PENDING}
