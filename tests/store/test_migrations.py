@@ -13,6 +13,7 @@ from sqlalchemy import create_engine, inspect, text
 from sqlalchemy.engine import Connection
 
 from tests.conftest import postgres
+from tidings.core.errors import SchemaError
 from tidings.store import migrate
 from tidings.store.schema import metadata
 
@@ -148,6 +149,10 @@ def test_the_revision_read_with_sql_is_alembics(empty_database: str) -> None:
             found, alembics = both()
             assert found == alembics
             assert found == (migrate.head() if revision == "head" else revision)
+        with engine.begin() as conn:
+            conn.execute(text("INSERT INTO alembic_version VALUES ('0017')"))
+        with engine.connect() as conn, pytest.raises(SchemaError, match="several schema"):
+            migrate.current(conn)
         with engine.begin() as conn:
             conn.execute(text("DELETE FROM alembic_version"))
         assert both() == (None, None)
