@@ -177,6 +177,10 @@ class Hub:
         return self.channels.rules.lease_s
 
     async def __aenter__(self) -> Hub:
+        # Connected and ready for a first publish as fast as the next (`Store.warm`), with
+        # OpenTelemetry (when installed) imported now rather than on that publish's path.
+        await self.store.warm(publish=True)
+        tracing.active()
         return self
 
     async def __aexit__(self, *_exc: object) -> None:

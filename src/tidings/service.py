@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from tidings import channel_file, channel_plan, secret_rotation, views, worker_protocol
+from tidings import channel_file, channel_plan, secret_rotation, tracing, views, worker_protocol
 from tidings.access import Access, SessionPolicy, narrowed
 from tidings.auth import Scope
 from tidings.channel_plan import Action as Action  # `tidings apply` sees its plan through here
@@ -376,6 +376,12 @@ class Service:
 
     async def metrics_text(self) -> bytes:
         return await self.metrics.render()
+
+    async def warm(self) -> None:
+        """Ready for the first publish before serving (`Store.warm`): it is then as fast as
+        the next, with OpenTelemetry (when installed) imported beforehand too."""
+        await self.hub.store.warm(publish=True)
+        tracing.active()
 
     async def check_lease(self) -> None:
         """C5 at start: refuse a lease shorter than 4 × the largest channel timeout."""

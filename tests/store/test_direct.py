@@ -6,6 +6,8 @@ engine as before."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -48,7 +50,8 @@ async def test_c1_a_direct_connection_the_server_dropped_is_replaced(pg_url: str
             first = await hub.store.claim_express(ch, 1, LEASE_S, WORKER)
         assert first is not None
         assert len(seen) == 1  # the claim, on the store's own connection
-        assert await _drop_direct_connections(hub) == 1
+        # The claim's connection, and the publishes' one (opened with the hub).
+        assert await _drop_direct_connections(hub) == 2
         # The dropped connection fails at most the one statement that finds it gone, as a
         # tidings error; the next opens a new connection.
         failures = 0
@@ -132,19 +135,38 @@ async def _no_reload(ids: list[int]) -> dict[int, None]:
 EVENT = {"kind": "monitor.down", "subject": "web-1", "severity": "high"}
 
 
-async def _direct_last_query(hub: tidings.Hub) -> list[str]:
-    return [str(q) for q in await _on_direct_connections(hub, "query")]
+@contextlib.contextmanager
+def _direct_statements() -> Iterator[list[str]]:
+    """The SQL of every statement sent on a store's own driver connections meanwhile."""
+    sent: list[str] = []
+    original = direct.Direct.fetch
+
+    async def fetch(self: direct.Direct, statement: Any, params: Any) -> Any:
+        sent.append(direct.compiled(statement, self._dialect).sql)
+        return await original(self, statement, params)
+
+    direct.Direct.fetch = fetch  # type: ignore[method-assign]
+    try:
+        yield sent
+    finally:
+        direct.Direct.fetch = original  # type: ignore[method-assign]
 
 
 async def test_e1_e2_single_publishes_go_direct_once_the_channels_are_known(pg_url: str) -> None:
     async with tidings.Hub(pg_url) as hub:
         await channel(hub, "a")
         await channel(hub, "b")
-        first = await hub.publish(**EVENT, idempotency_key="k1")  # reads the channels
-        assert await _direct_last_query(hub) == []
-        second = await hub.publish(**EVENT, title="second")
-        (query,) = await _direct_last_query(hub)
-        assert query.lstrip().startswith("WITH given AS MATERIALIZED")  # the publish
+        # Changed by this hub since it opened: the first publish reads them again, through
+        # the engine (and publishes there).
+        with _direct_statements() as sent:
+            first = await hub.publish(**EVENT, idempotency_key="k1")
+        assert len(first.deliveries) == 2
+        assert sent == []
+        with _direct_statements() as sent, statements_sent(hub) as seen:
+            second = await hub.publish(**EVENT, title="second")
+        (query,) = sent  # one statement, on the store's own connection: the publish
+        assert query.lstrip().startswith("WITH given AS MATERIALIZED")
+        assert len(seen) == 1
         assert second.created
         assert len(second.deliveries) == 2
         # E2 on the direct path: the key's first event, read after the statement.

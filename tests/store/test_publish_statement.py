@@ -1,6 +1,6 @@
 """A publish in one statement (PostgreSQL: `tidings.store.publish_statement`): the same
-results as the portable path on both backends, and on PostgreSQL two statements in all —
-the channels read and one write — without BEGIN and COMMIT."""
+results as the portable path on both backends, and on PostgreSQL one write without BEGIN
+and COMMIT (and a read of the channels before it, after they changed)."""
 
 from __future__ import annotations
 
@@ -54,8 +54,9 @@ async def test_e1_e2_a_batch_of_keyed_unkeyed_and_repeated_keys(hub: tidings.Hub
 
 
 async def test_w2_a_publish_is_one_write_without_begin_or_commit(pg_url: str) -> None:
-    async with tidings.Hub(pg_url) as hub:
-        await channel(hub)
+    async with tidings.Hub(pg_url) as setup:
+        await channel(setup)
+    async with tidings.Hub(pg_url) as hub, tidings.Hub(pg_url) as other:
         sent: list[tuple[str, Any]] = []
 
         def watch(conn: Any, _cursor: Any, sql: str, *_rest: Any) -> None:
@@ -63,17 +64,31 @@ async def test_w2_a_publish_is_one_write_without_begin_or_commit(pg_url: str) ->
 
         event.listen(hub.store.sync_engine, "before_cursor_execute", watch)
         try:
+            await publish(hub, 3)  # the channels were read as the hub opened
+            ((only, level),) = sent  # one statement, no BEGIN or COMMIT
+            assert "INSERT INTO events" in only
+            assert "pg_notify" in only
+            assert level == "AUTOCOMMIT"
+
+            await channel(hub, "mine")  # changed here: the hub reads them before it plans
+            sent.clear()
+            await publish(hub, 3)
+            read, write = (sql for sql, _ in sent)
+            assert read.lstrip().startswith("SELECT")
+            assert "FROM channels" in read
+            assert "INSERT INTO events" in write
+
+            await channel(other, "theirs")  # changed elsewhere: the plan is found stale
+            sent.clear()
             await publish(hub, 3)
         finally:
             event.remove(hub.store.sync_engine, "before_cursor_execute", watch)
-        assert len(sent) == 2, [s for s, _ in sent]
-        read, write = sent
-        assert read[0].lstrip().startswith("SELECT")
-        assert "FROM channels" in read[0]
-        assert "INSERT INTO events" in write[0]
-        assert "pg_notify" in write[0]
+        stale, read, write = (sql for sql, _ in sent)
+        assert "INSERT INTO events" in stale  # planned from the channels known before
+        assert "FROM channels" in read
+        assert "INSERT INTO events" in write
         assert {level for _, level in sent} == {"AUTOCOMMIT"}
-        assert len((await hub.deliveries()).items) == 3
+        assert len((await hub.deliveries()).items) == 3 + 3 * 2 + 3 * 3
 
 
 async def test_e1_text_columns_arrive_intact_in_every_form_they_travel_in(hub: tidings.Hub) -> None:

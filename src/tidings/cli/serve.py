@@ -103,6 +103,7 @@ async def _serve(settings: Settings, sock: socket.socket, dispatch: bool = True)
             )
         )
         dispatcher = rt.dispatcher()
+        await rt.service.warm()
         heap.settle()
 
         def stop() -> None:

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from ipaddress import IPv4Network, IPv6Network
 
+from tidings import tracing
 from tidings.channels.base import SendContext
 from tidings.channels.http import HttpClient
 from tidings.channels.registry import Registry
@@ -180,6 +181,10 @@ class Dispatcher:
             purging = asyncio.create_task(purger.run(self._stopping), name="tidings-retention")
             try:
                 await wakeup.start()
+                # The first event is sent as fast as the next (`Store.warm`), with
+                # OpenTelemetry (when installed) imported now rather than on its path.
+                await self.store.warm(dispatch=True)
+                tracing.active()
                 await self._loop(http, wakeup)
             finally:
                 await self._shutdown()

@@ -11,19 +11,28 @@ from sqlalchemy.engine import Connection
 from tidings.core.model import Channel, ChannelSpec
 from tidings.store import channel_ops, health, sessions, tokens
 from tidings.store.clock import TxClock
-from tidings.store.runner import Runner
+from tidings.store.runner import Op, Runner, T
 
 
 class AdminWrites(Runner):
+    def _channels_changed(self) -> None:
+        """Called once this process has changed channels (or tried to)."""
+
+    async def _change_channels(self, op: Op[T], *args: Any) -> T:
+        try:
+            return await self._run(op, *args)
+        finally:
+            self._channels_changed()
+
     async def create_channel(self, spec: ChannelSpec) -> Channel:
-        return await self._run(channel_ops.create, spec)
+        return await self._change_channels(channel_ops.create, spec)
 
     async def update_channel(self, channel_id: int, spec: ChannelSpec) -> Channel:
-        return await self._run(channel_ops.update_spec, channel_id, spec)
+        return await self._change_channels(channel_ops.update_spec, channel_id, spec)
 
     async def update_channel_config(self, channel_id: int, changes: dict[str, Any]) -> None:
         """Merge keys into a channel's config (a provider-requested change, not an edit)."""
-        await self._run(channel_ops.merge_config, channel_id, changes)
+        await self._change_channels(channel_ops.merge_config, channel_id, changes)
 
     async def enable_channel(self, channel_id: int) -> Channel:
         """Enable, and start its health afresh (an operator vouches for it again)."""
@@ -33,11 +42,11 @@ class AdminWrites(Runner):
             health.reset(conn, channel_id)
             return channel
 
-        return await self._run(op)
+        return await self._change_channels(op)
 
     async def disable_channel(self, channel_id: int, reason: str | None = None) -> int:
         """C7: disable and skip its pending deliveries; returns how many were skipped."""
-        _, skipped = await self._run(channel_ops.set_enabled, channel_id, False, reason)
+        _, skipped = await self._change_channels(channel_ops.set_enabled, channel_id, False, reason)
         return skipped
 
     async def apply_channels(
@@ -57,10 +66,10 @@ class AdminWrites(Runner):
             for channel_id in disables:
                 channel_ops.set_enabled(conn, clock, channel_id, False, reason)
 
-        await self._run(op)
+        await self._change_channels(op)
 
     async def delete_channel(self, channel_id: int) -> None:
-        await self._run(lambda conn, _clock: channel_ops.remove(conn, channel_id))
+        await self._change_channels(lambda conn, _clock: channel_ops.remove(conn, channel_id))
 
     async def create_token(
         self,

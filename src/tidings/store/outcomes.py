@@ -122,6 +122,12 @@ async def mark_sent_many_direct(direct: Direct, claims: Sequence[Sent]) -> list[
     return _changed_per_claim(claims, {row[0] for row in found})
 
 
+async def warm_direct(direct: Direct) -> None:
+    """Send `mark_sent_many_direct`'s statement once, for no row: it changes nothing."""
+    stmt, rows_param = postgres.with_attempts(_sent_many_statement(True), attempts, [])
+    await direct.fetch(stmt, {"ids": [], "tokens": [], **rows_param})
+
+
 def _gathered(claims: Sequence[Sent]) -> tuple[list[int], list[str], list[dict[str, Any]]]:
     """Every claim's ids, each id's token, and every attempt row."""
     ids: list[int] = []

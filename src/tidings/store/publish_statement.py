@@ -116,6 +116,19 @@ def prepared(
     return _statement(now is not None, notify is not None, guarded, keyed), params
 
 
+#: A version of the channels no database holds (they count up from 0): a statement planned
+#: for it stores nothing and wakes no one.
+NO_VERSION = -1
+
+
+def warming() -> tuple[TextClause, dict[str, Any]]:
+    """The statement of a single publish (unkeyed, with a wake-up, guarded by the channels'
+    version), given no event and planned for `NO_VERSION`: it runs as a publish does and
+    changes nothing."""
+    nothing = NewDeliveries(event_n=[], channel_id=[], message_id=[], state=[], skip_reason=[])
+    return prepared([], nothing, now=None, notify="", channels_version=NO_VERSION)
+
+
 def stored_from(row: Sequence[Any]) -> Stored:
     """What the statement's one row says was stored."""
     given, stored, created_at, ids, event_ids, channel_ids, seen = row[:7]

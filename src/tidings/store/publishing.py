@@ -198,6 +198,11 @@ async def publish_direct(
     return plan.results(stored, await existing(keys) if keys else {})
 
 
+async def warm_direct(direct: Direct) -> None:
+    """Send a single publish's statement once, storing nothing (`publish_statement.warming`)."""
+    await direct.fetch(*publish_statement.warming())
+
+
 #: Reads the first events of idempotency keys stored before, with their deliveries.
 Existing = Callable[[list[str]], Awaitable[Mapping[str, PublishResult]]]
 

@@ -50,6 +50,12 @@ def due_channels(
     return [c for i, _ in due if (c := loaded.get(i) or known.get(i)) is not None]
 
 
+def warm(conn: Connection, _clock: TxClock) -> None:
+    """Read channels as `due_channels` does, for none: the statement a dispatcher's first
+    due channel takes, sent once before it is on an event's path."""
+    conn.execute(_channels_statement(dialect_for(conn)), {"ids": []}).all()
+
+
 # The statements a dispatcher asks between claims are built once: building one (and its
 # cache key) took more of an idle dispatcher's CPU than its claims did (measured).
 

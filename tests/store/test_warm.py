@@ -1,0 +1,112 @@
+"""`Store.warm`: a Hub as it opens, a dispatcher as it starts, and `serve` open the
+connections their first event takes and send each one's statement once, so that the first
+event is as fast as the next — and change nothing: no row stored, leased or ended, no one
+woken, no error where the database is missing, unreachable or not migrated yet."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import asyncpg
+import pytest
+from sqlalchemy import text
+
+import tidings
+from tests.conftest import count, postgres
+from tests.dispatch.helpers import running
+from tests.store.helpers import channel, publish, states
+from tidings.core.errors import StoreError
+from tidings.core.states import State
+from tidings.store import Store, direct
+from tidings.store.notify import NOTIFY_CHANNEL, decode_hint
+
+
+async def _direct_connections(hub: tidings.Hub) -> int:
+    async with hub.store.engine.connect() as conn:
+        found = await conn.execute(
+            text(
+                "SELECT count(*) FROM pg_stat_activity"
+                " WHERE application_name = :name AND datname = current_database()"
+            ),
+            {"name": direct.APPLICATION_NAME},
+        )
+        return int(found.scalar_one())
+
+
+async def test_warm_opens_the_connections_and_changes_nothing(pg_url: str) -> None:
+    async with tidings.Hub(pg_url) as setup:
+        ops = await channel(setup, "ops")
+        await publish(setup, 2)  # due rows, which the warmed claim must not lease
+        before = await states(setup)
+    listening = await asyncpg.connect(pg_url)
+    woken: asyncio.Queue[str] = asyncio.Queue()
+    await listening.add_listener(NOTIFY_CHANNEL, lambda *args: woken.put_nowait(args[-1]))
+    hub = tidings.Hub(pg_url)  # not opened: warmed by hand
+    try:
+        assert hub.store._known_channels.seen is None
+        await hub.store.warm(publish=True, dispatch=True)
+        # The publishes', the express claims' and the delivered outcomes' connections.
+        assert await _direct_connections(hub) == 3
+        assert hub.store._known_channels.seen is not None  # the channels, read
+        assert await states(hub) == before
+        assert [row.state for row in before.values()] == [State.PENDING] * 2
+        assert await count(hub, "attempts") == 0
+        assert await count(hub, "events") == 2
+        # Notifications arrive in commit order: had the warm-up woken anyone, its
+        # notification would come before this publish's.
+        await hub.publish(kind="k", subject="s")
+        first = await asyncio.wait_for(woken.get(), timeout=10)
+        assert decode_hint(first) == {ops.id}
+    finally:
+        await hub.close()
+        await listening.close()
+
+
+async def test_a_hub_is_warm_once_open_and_a_dispatcher_once_started(pg_url: str) -> None:
+    async with tidings.Hub(pg_url) as hub:
+        assert await _direct_connections(hub) == 1  # the publishes' connection
+        store = Store(pg_url)
+        try:
+            async with running(hub, store=store) as dispatcher:
+                await asyncio.wait_for(dispatcher.idle.wait(), timeout=15)
+                # Its express claims' and delivered outcomes', before any event.
+                assert await _direct_connections(hub) == 3
+        finally:
+            await store.close()
+
+
+async def test_warm_on_a_database_not_migrated_is_quiet_and_creates_nothing() -> None:
+    server = postgres()
+    name = server.create_database()
+    try:
+        url = server.url(name)
+        async with tidings.Hub(url) as hub:
+            await hub.store.warm(publish=True, dispatch=True)
+            async with hub.store.engine.connect() as conn:
+                tables = await conn.execute(
+                    text("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'")
+                )
+                assert tables.scalar_one() == 0
+            # The first real statement says what is wrong, as it did before.
+            with pytest.raises(StoreError):
+                await hub.publish(kind="k", subject="s")
+    finally:
+        server.drop_database(name)
+
+
+async def test_warm_where_no_database_answers_returns_and_the_publish_says_why(
+    unused_tcp_port: int,
+) -> None:
+    url = f"postgresql://postgres@127.0.0.1:{unused_tcp_port}/tidings"
+    async with tidings.Hub(url) as hub:
+        await hub.store.warm(publish=True, dispatch=True)
+        with pytest.raises(StoreError, match="database error"):
+            await hub.publish(kind="k", subject="s")
+
+
+async def test_a_hub_opened_on_a_missing_sqlite_file_does_not_create_it(tmp_path: Path) -> None:
+    path = tmp_path / "missing.db"
+    async with tidings.Hub(f"sqlite:///{path}") as hub:
+        await hub.store.warm(publish=True, dispatch=True)
+    assert not path.exists()
