@@ -133,10 +133,14 @@ def run(rig: Rig) -> list[Result]:
         "poll_interval_s": POLL_INTERVAL_S,
         "mean_ms": round(statistics.mean(lat), 2),
         "max_ms": round(max(lat), 2),
+        # The first event after the worker started and the publisher opened: what their
+        # warm-up left to do (a connection's first statement, a TCP connection's set-up).
+        "first_ms": round(lat[0], 2),
         "bare_pipeline": {
             "events": len(bare),
             "p50_ms": round(percentile(bare, 0.50), 3),
             "p99_ms": round(percentile(bare, 0.99), 3),
+            "first_ms": round(bare[0], 2),
         },
         "clock": "time.time() on both sides, same machine",
     }
