@@ -9,6 +9,7 @@ tidings.metrics and tidings.core.
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ from tidings.channels.netguard import Network, refusal
 from tidings.channels.registry import Registry
 from tidings.core import validate
 from tidings.core.breaker import HEALTHY
-from tidings.core.errors import NotFound, ValidationError
+from tidings.core.errors import NotFound, StoreError, ValidationError
 from tidings.core.kinds import KindSpec
 from tidings.core.model import (
     Channel,
@@ -378,9 +379,12 @@ class Service:
         return await self.metrics.render()
 
     async def warm(self) -> None:
-        """Ready for the first publish before serving (`Store.warm`): it is then as fast as
-        the next, with OpenTelemetry (when installed) imported beforehand too."""
+        """Ready for the first request before serving: its token check (asked for a token
+        that names none) and its publish (`Store.warm`) are then as fast as the next, with
+        OpenTelemetry (when installed) imported beforehand too."""
         await self.hub.store.warm(publish=True)
+        with contextlib.suppress(StoreError):  # left for the first request to report
+            await self.access.authenticate("")
         tracing.active()
 
     async def check_lease(self) -> None:

@@ -18,6 +18,7 @@ from tests.dispatch.helpers import running
 from tests.store.helpers import channel, publish, states
 from tidings.core.errors import StoreError
 from tidings.core.states import State
+from tidings.service import Service
 from tidings.store import Store, direct
 from tidings.store.notify import NOTIFY_CHANNEL, decode_hint
 
@@ -110,3 +111,25 @@ async def test_a_hub_opened_on_a_missing_sqlite_file_does_not_create_it(tmp_path
     async with tidings.Hub(f"sqlite:///{path}") as hub:
         await hub.store.warm(publish=True, dispatch=True)
     assert not path.exists()
+
+
+async def test_the_server_warms_its_token_check_and_publish_and_changes_nothing(
+    pg_url: str,
+) -> None:
+    hub = tidings.Hub(pg_url)  # as `serve` makes it: not opened with `async with`
+    try:
+        service = Service(hub)
+        await service.warm()
+        assert await _direct_connections(hub) == 1  # the publishes' connection
+        assert hub.store._known_channels.seen is not None
+        assert [await count(hub, t) for t in ("api_tokens", "events", "channels")] == [0, 0, 0]
+    finally:
+        await hub.close()
+
+
+async def test_the_server_warming_where_no_database_answers_returns(unused_tcp_port: int) -> None:
+    hub = tidings.Hub(f"postgresql://postgres@127.0.0.1:{unused_tcp_port}/tidings")
+    try:
+        await Service(hub).warm()
+    finally:
+        await hub.close()
