@@ -101,6 +101,7 @@ class SyncHub:
         self.channels = SyncChannels(self._hub, self._loop)
 
     def __enter__(self) -> SyncHub:
+        self._loop.call(self._hub.__aenter__())  # warmed as `Hub` is (`Store.warm`)
         return self
 
     def __exit__(self, *_exc: object) -> None:

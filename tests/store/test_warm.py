@@ -133,3 +133,9 @@ async def test_the_server_warming_where_no_database_answers_returns(unused_tcp_p
         await Service(hub).warm()
     finally:
         await hub.close()
+
+
+def test_a_sync_hub_is_warm_once_entered(pg_url: str) -> None:
+    with tidings.SyncHub(pg_url) as hub:
+        count_direct = hub._loop.call(_direct_connections(hub._hub))
+    assert count_direct == 1  # the publishes' connection
