@@ -73,9 +73,13 @@ class Looked:
     breakers: float
     #: One event of one tenant published through the library (one delivery).
     publish: float
+    #: The same, the first after another process changed a channel (read them again).
+    publish_after_change: float
 
 
 async def _looks(url: str, tenant: str) -> Looked:
+    from sqlalchemy import text
+
     import tidings  # on use: see bench/scenarios/raw.py
     from tidings.metrics import Metrics
     from tidings.service import Service
@@ -108,6 +112,18 @@ async def _looks(url: str, tenant: str) -> Looked:
             t = time.perf_counter()
             await hub.publish(**event)
             publishes.append(time.perf_counter() - t)
+        after_change = []
+        for _ in range(PUBLISHES):
+            async with hub.store.engine.begin() as conn:  # as another process would
+                await conn.execute(
+                    text(
+                        "UPDATE channels SET enabled = enabled"
+                        " WHERE id = (SELECT min(id) FROM channels)"
+                    )
+                )
+            t = time.perf_counter()
+            await hub.publish(**event)
+            after_change.append(time.perf_counter() - t)
         return Looked(
             statistics.median(looks),
             statistics.median(nexts),
@@ -117,6 +133,7 @@ async def _looks(url: str, tenant: str) -> Looked:
             await _median_s(service.dashboard),
             await _median_s(service.breakers),
             statistics.median(publishes),
+            statistics.median(after_change),
         )
 
 
@@ -155,6 +172,7 @@ def _looks_results(rig: Rig, sizes: Sizes) -> list[Result]:
             "dashboard_ms": round(m.dashboard * 1000, 1),
             "breakers_ms": round(m.breakers * 1000, 1),
             "tenant_publish_ms": round(m.publish * 1000, 2),
+            "publish_after_change_ms": round(m.publish_after_change * 1000, 2),
         }
         for n, m in measured.items()
     }
@@ -176,6 +194,7 @@ def _looks_results(rig: Rig, sizes: Sizes) -> list[Result]:
                 ("dashboard", "dashboard"),
                 ("breakers", "breakers"),
                 ("publish", "publish"),
+                ("publish-after-change", "publish_after_change"),
             )
             for n, m in measured.items()
         ),

@@ -17,9 +17,11 @@ from __future__ import annotations
 import heapq
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from tidings.core import filters
-from tidings.core.model import Channel
+from tidings.core.filters import Routed
 from tidings.core.states import TRANSITIONS, SkipReason, State
 
 #: A new delivery's state, and why it was skipped (a disabled channel), by channel.
@@ -28,14 +30,26 @@ Initial = tuple[State, SkipReason | None]
 _WILDCARD = re.compile(r"[*?\[]")
 
 
-def initial_state(channel: Channel) -> Initial:
+@dataclass(frozen=True, slots=True)
+class Route:
+    """What a fan-out reads of a channel (`Routed`), all a publisher keeps of each one:
+    reading and decoding whole channels (their config and templates too) took two thirds
+    of a publisher's re-read of ten thousand after a change."""
+
+    id: int
+    enabled: bool
+    tenant: str | None
+    filter: dict[str, Any]
+
+
+def initial_state(channel: Routed) -> Initial:
     if channel.enabled:
         return TRANSITIONS["publish"].target, None
     return TRANSITIONS["publish_skipped"].target, SkipReason.CHANNEL_DISABLED
 
 
 class Fanout:
-    def __init__(self, channels: Sequence[Channel]) -> None:
+    def __init__(self, channels: Sequence[Routed]) -> None:
         #: The channels it was built from, in their order.
         self.channels = channels
         #: Each channel's initial delivery state, by id.
@@ -47,12 +61,12 @@ class Fanout:
         }
         #: (position, channel) of the channels without a tenant that take every event, of
         #: those without a tenant that filter, and of each tenant's.
-        self._every: list[tuple[int, Channel]] = []
-        self._filtering: list[tuple[int, Channel]] = []
-        self._by_tenant: dict[str, list[tuple[int, Channel]]] = {}
+        self._every: list[tuple[int, Routed]] = []
+        self._filtering: list[tuple[int, Routed]] = []
+        self._by_tenant: dict[str, list[tuple[int, Routed]]] = {}
         #: Channels without a tenant by the fixed beginnings of their kind patterns, and
         #: the lengths of those beginnings.
-        self._by_prefix: dict[str, list[tuple[int, Channel]]] = {}
+        self._by_prefix: dict[str, list[tuple[int, Routed]]] = {}
         for at, channel in enumerate(channels):
             if channel.tenant is not None:
                 self._by_tenant.setdefault(channel.tenant, []).append((at, channel))
@@ -66,7 +80,7 @@ class Fanout:
         self._prefix_lengths = sorted({len(p) for p in self._by_prefix})
         self._every_channel = [c for _, c in self._every]
 
-    def channels_for(self, event: filters.Routable) -> list[Channel]:
+    def channels_for(self, event: filters.Routable) -> list[Routed]:
         """The channels `event` goes to, in the channels' order."""
         own = self._by_tenant.get(event.tenant, ()) if event.tenant is not None else ()
         by_kind = self._by_kind(event.kind)
@@ -82,10 +96,10 @@ class Fanout:
             matched = list(heapq.merge(self._every, matched, key=_position))
         return [c for _, c in matched]
 
-    def _by_kind(self, kind: str) -> dict[int, Channel]:
+    def _by_kind(self, kind: str) -> dict[int, Routed]:
         """The channels with a pattern whose fixed beginning `kind` starts with, by
         position (a channel with two such patterns once)."""
-        found: dict[int, Channel] = {}
+        found: dict[int, Routed] = {}
         for length in self._prefix_lengths:
             if length > len(kind):
                 break
@@ -109,5 +123,5 @@ def _fixed_beginnings(patterns: object) -> set[str]:
     return beginnings
 
 
-def _position(entry: tuple[int, Channel]) -> int:
+def _position(entry: tuple[int, Routed]) -> int:
     return entry[0]

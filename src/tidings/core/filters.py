@@ -11,7 +11,7 @@ from fnmatch import fnmatchcase
 from typing import Any, Protocol
 
 from tidings.core.errors import ValidationError
-from tidings.core.model import Channel, Severity
+from tidings.core.model import Severity
 from tidings.core.text import has_unstorable
 
 FILTER_KEYS = ("kinds", "min_severity", "labels")
@@ -125,7 +125,21 @@ class Routable(Protocol):
     def tenant(self) -> str | None: ...
 
 
-def channel_takes(channel: Channel, event: Routable) -> bool:
+class Routed(Protocol):
+    """The fields of a channel that decide which events it takes (a `Channel`, or the
+    routing part of one that a publisher keeps: `tidings.core.fanout.Route`)."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def enabled(self) -> bool: ...
+    @property
+    def tenant(self) -> str | None: ...
+    @property
+    def filter(self) -> dict[str, Any]: ...
+
+
+def channel_takes(channel: Routed, event: Routable) -> bool:
     """`matches` for this channel's filter and tenant and this event's fields."""
     return matches(
         channel.filter,

@@ -11,7 +11,8 @@ from sqlalchemy import ColumnElement, RowMapping, Table, literal, select, true
 from sqlalchemy.engine import Connection
 
 from tidings.core import message_id
-from tidings.core.fanout import Fanout, Initial
+from tidings.core.fanout import Fanout, Initial, Route
+from tidings.core.filters import Routed
 from tidings.core.model import Channel, Delivery, Event, EventInput, PublishResult
 from tidings.core.states import State
 from tidings.store import publish_statement, rows
@@ -105,6 +106,9 @@ def _channels(conn: Connection, among: Collection[int] | None) -> list[Channel]:
     return all_channels
 
 
+#: The columns of a channel a `Route` holds, in its fields' order.
+ROUTING = (channels.c.id, channels.c.enabled, channels.c.tenant, channels.c.filter)
+
 #: Publishes planned from known channels that found them changed, before one reads them.
 STALE_TRIES = 3
 
@@ -117,37 +121,37 @@ class KnownChannels:
 
     def __init__(self) -> None:
         #: (version, channels), read in one statement; None until read or after a change.
-        self.seen: tuple[int, list[Channel]] | None = None
+        self.seen: tuple[int, list[Route]] | None = None
         self._fanout: Fanout | None = None
 
-    def fanout(self, channels: list[Channel]) -> Fanout:
+    def fanout(self, channels: Sequence[Routed]) -> Fanout:
         """The fan-out of `channels` (those it last answered, while they are the same), built
         once for them rather than at every publish."""
         if self._fanout is None or self._fanout.channels is not channels:
             self._fanout = Fanout(channels)
         return self._fanout
 
-    def read(self, conn: Connection) -> tuple[int, list[Channel]] | None:
+    def read(self, conn: Connection) -> tuple[int, list[Route]] | None:
         """The channels and their version, or None where the version row is missing (a
-        publish then reads the channels itself)."""
+        publish then reads the channels itself). Only what routes an event is read."""
         found = conn.execute(
-            select(channels_version.c.version, channels)
+            select(channels_version.c.version, *ROUTING)
             .select_from(channels_version.outerjoin(channels, true()))
             .where(channels_version.c.id == 1)
-        ).mappings()
+        )
         version: int | None = None
-        read: list[Channel] = []
+        read: list[Route] = []
         for row in found:
-            version = row["version"]
-            if row["id"] is not None:  # the outer join's row when there is no channel
-                read.append(rows.channel(row))
+            version = row[0]
+            if row[1] is not None:  # the outer join's row when there is no channel
+                read.append(Route(row[1], bool(row[2]), row[3], dict(row[4])))
         self.seen = None if version is None else (version, read)
         return self.seen
 
     def forget(self) -> None:
         self.seen = None
 
-    def current(self, conn: Connection) -> list[Channel]:
+    def current(self, conn: Connection) -> Sequence[Routed]:
         """The channels as this transaction sees them: those known while their version is
         the same (one row read rather than every channel), else read again."""
         seen = self.seen
@@ -388,7 +392,7 @@ def new_message_ids(count: int) -> list[str]:
 
 def _new_delivery(
     event: Event,
-    channel: Channel,
+    channel: Routed,
     initial: Initial,
     key: str,
     with_times: bool = True,
@@ -410,7 +414,7 @@ def _new_delivery(
 def _delivery(
     delivery_id: int,
     event: Event,
-    channel: Channel,
+    channel: Routed,
     initial: Initial,
     key: str,
 ) -> Delivery:
