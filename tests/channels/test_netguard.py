@@ -18,12 +18,12 @@ from tidings.channels.failure import outcome_for_exception
 from tidings.channels.http import HttpClient, classify
 from tidings.channels.netguard import (
     BlockedAddress,
-    GuardedResolver,
     check_literal_host,
     describe,
     is_allowed,
     parse_networks,
 )
+from tidings.channels.resolver import GuardedResolver
 from tidings.core.errors import ConfigError
 from tidings.core.outcome import Delivered, Reason, Reject
 

@@ -123,6 +123,24 @@ def test_commands_other_than_serve_do_not_load_the_web_stack() -> None:
     assert done.stdout.strip() == ""
 
 
+def test_commands_and_channel_checks_do_not_load_the_http_client() -> None:
+    """aiohttp (~80 ms, half of it its default TLS context) is for the processes that send:
+    the CLI, and a check of a channel's config against its kind, need only the kinds."""
+    script = (
+        "import sys\n"
+        "from tidings.cli import app\n"
+        "from tidings.channels.registry import Registry\n"
+        "Registry.default().get('webhook').check_config("
+        "{'url': 'https://hooks.example/x'})\n"
+        "print('aiohttp' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"
+
+
 def _rendered_help(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
     code = main([*argv, "--help"])
     out, _ = capsys.readouterr()

@@ -6,18 +6,17 @@ An unexpected exception becomes a retry whose error is `"<ExceptionType>: <messa
 of the channel's secrets and of every URL's query and userinfo; its traceback, scrubbed the
 same way, goes to the server log once (logger `tidings.channels`, WARNING, naming the
 channel) and never to the attempt row, which operators and API readers see.
-Imports aiohttp, tidings.channels (http, netguard) and tidings.core.
+Imports aiohttp (on the first failure), tidings.channels (http, netguard) and tidings.core.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import traceback
 from collections.abc import Sequence
-from typing import Any, Final
-
-import aiohttp
+from typing import Any
 
 from tidings.channels.http import MAX_ERROR_CHARS, InvalidTarget, RequestTimeout
 from tidings.channels.netguard import BlockedAddress
@@ -28,11 +27,18 @@ from tidings.core.text import truncate_chars
 log = logging.getLogger("tidings.channels")
 
 
-_CONNECTION_ERRORS: Final = (
-    aiohttp.ClientConnectionError,  # ClientConnectorError, ClientOSError, ServerDisconnected…
-    aiohttp.ClientPayloadError,
-    OSError,  # ConnectionError and the socket errors aiohttp lets through unwrapped
-)
+@functools.cache
+def _aiohttp_errors() -> tuple[type[Exception], tuple[type[Exception], ...]]:
+    """aiohttp's invalid URL, and the connection errors: imported on the first failure (a
+    send has imported aiohttp by then), not with the channel kinds."""
+    import aiohttp
+
+    connection = (
+        aiohttp.ClientConnectionError,  # ClientConnectorError, ClientOSError, ServerDisconnected…
+        aiohttp.ClientPayloadError,
+        OSError,  # ConnectionError and the socket errors aiohttp lets through unwrapped
+    )
+    return aiohttp.InvalidURL, connection
 
 
 def outcome_for_exception(error: BaseException) -> Outcome | None:
@@ -44,14 +50,15 @@ def outcome_for_exception(error: BaseException) -> Outcome | None:
     blocked = _find_blocked(error)
     if blocked is not None:
         return Reject(Reason.BLOCKED_ADDRESS, str(blocked))
-    if isinstance(error, InvalidTarget | aiohttp.InvalidURL):
+    invalid_url, connection_errors = _aiohttp_errors()
+    if isinstance(error, InvalidTarget | invalid_url):
         return Reject(Reason.INVALID_TARGET, scrub(f"invalid target: {error}"))
     # Before the connection errors: aiohttp's ServerTimeoutError is both.
     if isinstance(error, TimeoutError):
         return Retry(
             Reason.TIMEOUT, str(error) if isinstance(error, RequestTimeout) else "timed out"
         )
-    if isinstance(error, _CONNECTION_ERRORS):
+    if isinstance(error, connection_errors):
         detail = str(error) or type(error).__name__
         return Retry(Reason.CONNECTION, scrub(f"connection failed: {detail}"))
     return None

@@ -1,8 +1,8 @@
 """The one outbound HTTP seam: an aiohttp session behind the address guard, the shared
 classification of HTTP answers into outcomes (aiohttp's exceptions are translated in
 tidings.channels.failure).
-Imports aiohttp, tidings.channels (netguard, verdict) and tidings.core; URLs in its messages
-are redacted by tidings.core.redact.
+Imports aiohttp (when a client starts), tidings.channels (netguard, resolver, verdict) and
+tidings.core; URLs in its messages are redacted by tidings.core.redact.
 """
 
 from __future__ import annotations
@@ -12,17 +12,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-import aiohttp
 from yarl import URL
 
-from tidings.channels.netguard import GuardedResolver, Network, check_literal_host
+from tidings.channels.netguard import Network, check_literal_host
 from tidings.channels.verdict import StatusRule, Verdict, outcome_for
 from tidings.core.outcome import Delivered, Outcome, Reason
 from tidings.core.redact import redact_url, scrub
 from tidings.core.retry import parse_retry_after
 from tidings.core.text import truncate_chars
+
+if TYPE_CHECKING:
+    import aiohttp
 
 MAX_RESPONSE_BYTES: Final = 65536
 MAX_ERROR_CHARS: Final = 1000
@@ -80,6 +82,13 @@ class HttpClient:
     async def start(self) -> None:
         if self._session is not None:
             return
+        # Here rather than at import: aiohttp's import (~80 ms, half of it its default TLS
+        # context) is for the processes that send, not for every CLI command or API check
+        # that only reads the channel kinds.
+        import aiohttp
+
+        from tidings.channels.resolver import GuardedResolver
+
         connector = aiohttp.TCPConnector(
             resolver=GuardedResolver(self._allowed),
             limit=CONNECTION_LIMIT,
@@ -156,6 +165,8 @@ class HttpClient:
 @functools.lru_cache(maxsize=64)
 def _timeout(total_s: float) -> aiohttp.ClientTimeout:
     """One (immutable) timeout object per distinct value: channels share a handful."""
+    import aiohttp  # imported by `HttpClient.start` already
+
     return aiohttp.ClientTimeout(total=total_s)
 
 

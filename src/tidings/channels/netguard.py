@@ -1,5 +1,7 @@
 """Outbound safety (DESIGN §3): which addresses a send may connect to, checked on the address
-actually connected to. Imports aiohttp's resolver interface and tidings.core; nothing else.
+actually connected to (`tidings.channels.resolver` applies it to every address aiohttp
+resolves). Imports tidings.core; nothing else: the settings, the API and the CLI check
+addresses without loading an HTTP client.
 """
 
 from __future__ import annotations
@@ -11,9 +13,6 @@ import socket
 from collections.abc import Iterable, Sequence
 from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network
 from typing import TypeAlias
-
-from aiohttp.abc import AbstractResolver, ResolveResult
-from aiohttp.resolver import ThreadedResolver
 
 from tidings.core.errors import ConfigError
 
@@ -198,33 +197,6 @@ def check_literal_host(host: str, allowed_networks: Iterable[Network] = ()) -> N
         return
     if not is_allowed(bare, allowed_networks):
         raise BlockedAddress(host, bare)
-
-
-class GuardedResolver(AbstractResolver):
-    """Resolves through `inner` and drops every address a send may not reach.
-
-    aiohttp connects only to the addresses its resolver returned, so the address checked
-    here is the one connected to: a DNS answer that changes in between cannot slip through.
-    """
-
-    def __init__(
-        self, allowed_networks: Iterable[Network] = (), inner: AbstractResolver | None = None
-    ) -> None:
-        self._allowed = tuple(allowed_networks)
-        # ThreadedResolver: getaddrinfo in a thread, no aiodns needed. It needs a running loop.
-        self._inner = inner if inner is not None else ThreadedResolver()
-
-    async def resolve(
-        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
-    ) -> list[ResolveResult]:
-        results = await self._inner.resolve(host, port, family)
-        kept = [r for r in results if is_allowed(r["host"], self._allowed)]
-        if results and not kept:
-            raise BlockedAddress(host, results[0]["host"])
-        return kept
-
-    async def close(self) -> None:
-        await self._inner.close()
 
 
 async def refusal(
