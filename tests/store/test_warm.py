@@ -6,6 +6,8 @@ woken, no error where the database is missing, unreachable or not migrated yet."
 from __future__ import annotations
 
 import asyncio
+import socket
+import time
 from pathlib import Path
 
 import asyncpg
@@ -20,6 +22,7 @@ from tidings.core.errors import StoreError
 from tidings.core.states import State
 from tidings.service import Service
 from tidings.store import Store, direct
+from tidings.store import store as store_module
 from tidings.store.notify import NOTIFY_CHANNEL, decode_hint
 
 
@@ -139,3 +142,22 @@ def test_a_sync_hub_is_warm_once_entered(pg_url: str) -> None:
     with tidings.SyncHub(pg_url) as hub:
         count_direct = hub._loop.call(_direct_connections(hub._hub))
     assert count_direct == 1  # the publishes' connection
+
+
+async def test_warm_gives_up_on_a_database_that_never_answers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A server that takes the connection and says nothing (a hung host) holds up a Hub's
+    opening for WARM_WITHIN_S at most, not for the driver's own timeouts."""
+    monkeypatch.setattr(store_module, "WARM_WITHIN_S", 0.3)
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()  # the kernel completes the handshakes; nothing ever answers
+        port = silent.getsockname()[1]
+        started = time.monotonic()
+        hub = tidings.Hub(f"postgresql://postgres@127.0.0.1:{port}/tidings")
+        try:
+            await hub.store.warm(publish=True, dispatch=True)
+        finally:
+            await hub.close()
+        assert time.monotonic() - started < 5

@@ -54,6 +54,9 @@ from tidings.store.sealing import Sensitive, everything
 
 Events = Mapping[int, Event]
 log = logging.getLogger("tidings.store")
+#: The longest `Store.warm` waits (a database that does not answer yet must not hold up a
+#: Hub's opening or a start-up; the first real statement waits its own timeouts).
+WARM_WITHIN_S = 5.0
 
 
 class Store(Operations, AdminWrites, Reads):
@@ -124,9 +127,9 @@ class Store(Operations, AdminWrites, Reads):
 
         A new server connection's first statement took ~10 ms (its catalog caches, its
         plan, the driver's prepare), and a process's first event paid that on each of
-        them in turn: ~50 ms from publish to receipt, where the next took 3. Best effort: a
-        database that does not answer, or has no schema yet, is left for the first real
-        statement to report."""
+        them in turn: ~50 ms from publish to receipt, where the next took 3. Best effort,
+        within WARM_WITHIN_S: a database that does not answer, or has no schema yet, is
+        left for the first real statement to report."""
         if self.backend != "postgresql":
             return  # SQLite: nothing to open (and opening a missing file would create it)
         warming: list[Awaitable[object]] = []
@@ -138,7 +141,13 @@ class Store(Operations, AdminWrites, Reads):
             warming.append(self._run(scheduling.warm, read_only=True))
             warming.append(_warm(self._direct_express_small, express.warm_direct))
             warming.append(_warm(self._direct_sent, outcomes.warm_direct))
-        for failed in await asyncio.gather(*warming, return_exceptions=True):
+        try:
+            async with asyncio.timeout(WARM_WITHIN_S):
+                answers = await asyncio.gather(*warming, return_exceptions=True)
+        except TimeoutError:
+            log.debug("warm-up: no answer within %g s", WARM_WITHIN_S)
+            return
+        for failed in answers:
             if isinstance(failed, TidingsError):
                 log.debug("warm-up: %s", failed)
             elif isinstance(failed, BaseException):
