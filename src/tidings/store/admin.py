@@ -31,8 +31,9 @@ class AdminWrites(Runner):
         return await self._change_channels(channel_ops.update_spec, channel_id, spec)
 
     async def update_channel_config(self, channel_id: int, changes: dict[str, Any]) -> None:
-        """Merge keys into a channel's config (a provider-requested change, not an edit)."""
-        await self._change_channels(channel_ops.merge_config, channel_id, changes)
+        """Merge keys into a channel's config (a provider-requested change, not an edit).
+        Nothing a fan-out reads changes, so the channels known for publishing stay."""
+        await self._run(channel_ops.merge_config, channel_id, changes)
 
     async def enable_channel(self, channel_id: int) -> Channel:
         """Enable, and start its health afresh (an operator vouches for it again)."""
