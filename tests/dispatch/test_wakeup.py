@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 import time
 from typing import Any
 
@@ -16,7 +17,15 @@ from tests.dispatch.helpers import eventually, running, webhook
 from tests.sink import Answer, Sink
 from tidings.dispatch.wakeup import DEAF_POLL_S, Wakeup
 from tidings.store import Store
-from tidings.store.notify import APPLICATION_NAME, MAX_HINT_CHARS, decode_hint, encode_hint
+from tidings.store.notify import (
+    APPLICATION_NAME,
+    MAX_HINT_CHARS,
+    NOTIFY_CHANNEL,
+    Hint,
+    PostgresListener,
+    decode_hint,
+    encode_hint,
+)
 
 
 def test_a_hint_names_channels_and_falls_back_to_all() -> None:
@@ -74,6 +83,32 @@ async def test_a_wake_up_from_the_loop_s_own_thread_is_in_before_the_next_turn(
     assert await asyncio.wait_for(waiter, 1) is True
 
 
+async def test_news_goes_first_to_whoever_starts_jobs_and_only_what_is_left_wakes(
+    hub: tidings.Hub,
+) -> None:
+    wakeup = Wakeup(hub.store)
+    given: list[frozenset[int]] = []
+
+    def start_known(hint: frozenset[int]) -> frozenset[int]:
+        given.append(hint)
+        return hint - {1, 2}  # 1 and 2 are known: their jobs start here
+
+    wakeup.on_news = start_known
+    waiter = asyncio.create_task(wakeup.wait(30))
+    await asyncio.sleep(0.01)
+    wakeup.notify(frozenset({1, 2}))
+    assert given == [frozenset({1, 2})]  # at once, within the call
+    await asyncio.sleep(0.01)
+    assert not waiter.done()  # all taken: nothing left for the loop
+    wakeup.notify(frozenset({2, 3}))
+    assert await asyncio.wait_for(waiter, 1) is True
+    assert wakeup.take_hint() == frozenset({3})
+    wakeup.notify(None)  # "look at every channel" is the loop's alone
+    assert given == [frozenset({1, 2}), frozenset({2, 3})]
+    assert await wakeup.wait(1)
+    assert wakeup.take_hint() is None
+
+
 async def test_a_wake_up_whose_waiter_was_cancelled_is_not_lost(hub: tidings.Hub) -> None:
     wakeup = Wakeup(hub.store)
     waiter = asyncio.create_task(wakeup.wait(5))
@@ -84,6 +119,61 @@ async def test_a_wake_up_whose_waiter_was_cancelled_is_not_lost(hub: tidings.Hub
     await asyncio.gather(waiter, return_exceptions=True)
     assert await wakeup.wait(0.5)
     assert wakeup.take_hint() == frozenset({7})
+
+
+async def test_w2_a_wake_up_for_a_known_channel_starts_its_job_as_it_is_heard(
+    hub: tidings.Hub, sink: Sink
+) -> None:
+    """An idle dispatcher starts a known realtime channel's job within the wake-up's own
+    call, not once its loop has woken a turn later; a channel it does not know yet is left
+    to the loop, which looks for it."""
+    channel = await webhook(hub, sink.url("/hook"))
+    async with running(hub, poll_interval_s=10) as dispatcher:
+        await hub.publish(kind="a.b", subject="makes the channel known")
+        await sink.await_for(1, "/hook", timeout_s=5)
+        await asyncio.wait_for(dispatcher.idle.wait(), 5)
+        wakeup = dispatcher._wakeup
+        assert wakeup is not None
+        wakeup.notify(frozenset({channel.id + 1000}))
+        assert dispatcher.idle.is_set()  # not known: the loop's to look for
+        await asyncio.wait_for(dispatcher.idle.wait(), 5)
+        wakeup.notify(frozenset({channel.id}))
+        assert not dispatcher.idle.is_set()  # its job is running already
+        await asyncio.wait_for(dispatcher.idle.wait(), 5)  # found nothing, and ended
+        await hub.publish(kind="a.b", subject="sent as before")
+        await sink.await_for(2, "/hook", timeout_s=5)
+
+
+async def test_a_notification_reaches_the_listener_as_the_connection_reads_it(
+    pg_url: str,
+) -> None:
+    """PostgreSQL only. The driver would queue each notification's callback for a later turn
+    of the loop; the wake-up's is called as the notification is read."""
+    heard: asyncio.Queue[tuple[Hint, list[str]]] = asyncio.Queue()
+
+    def on_notify(hint: Hint) -> None:
+        callers, frame = [], sys._getframe(1)
+        while frame is not None:
+            callers.append(frame.f_code.co_name)
+            frame = frame.f_back
+        heard.put_nowait((hint, callers))
+
+    async with tidings.Hub(pg_url) as hub:
+        listener = hub.store.listener(on_notify, lambda: None)
+        assert isinstance(listener, PostgresListener)
+        await listener.start()
+        try:
+            with psycopg.connect(pg_url, autocommit=True) as other:
+                other.execute("SELECT pg_notify(%s, '7,9')", [NOTIFY_CHANNEL])
+                other.execute("SELECT pg_notify('another_channel', '8')")
+                other.execute("SELECT pg_notify(%s, '')", [NOTIFY_CHANNEL])
+            hint, callers = await asyncio.wait_for(heard.get(), 5)
+            assert hint == frozenset({7, 9})
+            assert "_process_notification" in callers  # the driver's reading, not the loop
+            hint, _ = await asyncio.wait_for(heard.get(), 5)
+            assert hint is None  # another channel's is not ours; an empty one names all
+        finally:
+            await listener.close()
 
 
 async def test_w2_a_retry_due_elsewhere_is_sent_on_time_while_wake_ups_name_another_channel(

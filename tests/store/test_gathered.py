@@ -52,6 +52,36 @@ async def test_callers_of_one_turn_go_together_the_first_one_first() -> None:
     assert run.tasks[0] is not asyncio.current_task()
 
 
+async def _turn_of_the_run(alone: bool) -> list[str]:
+    """What ran by the time a lone caller had its answer: its `run`, and a callback already
+    due in the next turn of the loop, in order."""
+    order: list[str] = []
+
+    async def run(items: list[int]) -> list[int | Exception]:
+        order.append("run")
+        return items
+
+    asyncio.get_running_loop().call_soon(order.append, "next turn")
+    assert await Gathered(run, max_items=10)(1, alone=alone) == 1
+    return order
+
+
+async def test_a_lone_caller_waits_a_turn_for_company_unless_it_knows_it_is_alone() -> None:
+    assert await _turn_of_the_run(alone=False) == ["next turn", "run"]
+    assert await _turn_of_the_run(alone=True) == ["run"]  # answered within its own turn
+
+
+async def test_a_caller_that_says_it_is_alone_still_waits_for_a_group_under_way() -> None:
+    run, gathered, release, first = await one_in_flight()
+    later = asyncio.create_task(gathered(4, alone=True))
+    await asyncio.sleep(0.01)
+    assert run.calls == [[2]]  # not beside the group that runs
+    release.set()
+    assert await first == 4
+    assert await later == 8
+    assert run.calls == [[2], [4]]
+
+
 async def one_in_flight() -> tuple[
     Recorder, Gathered[int, int], asyncio.Event, asyncio.Future[int]
 ]:

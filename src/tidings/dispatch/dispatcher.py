@@ -221,17 +221,42 @@ class Dispatcher:
         )
         log.info("dispatcher %s started on %s", self.config.worker_id, self.store.backend)
         hint: Hint = None
-        while not self._stopping.is_set():
-            try:
-                await self._start_jobs(ctx, hint)
-                hint = None  # should the sleep fail, look at every channel next
-                hint = await self._sleep(wakeup)
-            except StoreError as error:
-                # The database restarted or is unreachable: pooled connections are dropped
-                # on the first error, so wait a poll interval and look again.
-                log.warning("dispatcher %s: %s; retrying", self.config.worker_id, error)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._stopping.wait(), self.config.poll_interval_s)
+        wakeup.on_news = functools.partial(self._start_named, ctx)
+        try:
+            while not self._stopping.is_set():
+                try:
+                    await self._start_jobs(ctx, hint)
+                    hint = None  # should the sleep fail, look at every channel next
+                    hint = await self._sleep(wakeup)
+                except StoreError as error:
+                    # The database restarted or is unreachable: pooled connections are
+                    # dropped on the first error, so wait a poll interval and look again.
+                    log.warning("dispatcher %s: %s; retrying", self.config.worker_id, error)
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._stopping.wait(), self.config.poll_interval_s)
+        finally:
+            wakeup.on_news = None
+
+    def _start_named(self, ctx: JobContext, hint: frozenset[int]) -> frozenset[int]:
+        """Start the jobs of the known realtime channels a wake-up names, in the turn of the
+        loop the news came in (a channel whose job runs starts again when it ends); answer
+        the channels left for the loop, which looks for them. An idle dispatcher's claim
+        then goes out two turns of the loop sooner: each ~45 µs on an idle 2-core machine,
+        a tenth of what tidings adds to the bare pipeline's publish → receipt."""
+        if self._stopping.is_set():
+            return hint
+        unknown = hint - self._realtime.keys()
+        known = hint - unknown
+        # The one job of an idle dispatcher claims at once, not a turn later for company.
+        alone = len(known) == 1 and not self._jobs
+        for channel_id in sorted(known):
+            self._resting.pop(channel_id, None)
+            if channel_id in self._jobs:
+                self._again.add(channel_id)
+            else:
+                self._start(ctx, self._realtime[channel_id], alone=alone)
+                self.idle.clear()
+        return unknown
 
     async def _start_jobs(self, ctx: JobContext, hint: Hint) -> None:
         """Start jobs for due channels without one. Woken for known realtime channels, claim
@@ -326,10 +351,15 @@ class Dispatcher:
             if channel_id not in self._jobs and self._resting.get(channel_id, 0.0) <= now:
                 self._start(ctx, channel)
 
-    def _start(self, ctx: JobContext, channel: Channel) -> asyncio.Task[bool]:
+    def _start(
+        self, ctx: JobContext, channel: Channel, *, alone: bool = False
+    ) -> asyncio.Task[bool]:
         self._waiting.pop(channel.id, None)
-        job = run_realtime if channel.mode is Mode.REALTIME else run_digest
-        task = asyncio.create_task(job(ctx, channel), name=f"channel-{channel.id}")
+        if channel.mode is Mode.REALTIME:
+            job = run_realtime(ctx, channel, alone=alone)
+        else:
+            job = run_digest(ctx, channel)
+        task = asyncio.create_task(job, name=f"channel-{channel.id}")
         task.add_done_callback(functools.partial(self._job_done, channel))
         self._jobs[channel.id] = task
         return task

@@ -29,8 +29,10 @@ from tidings.dispatch.jobs import (
 from tidings.dispatch.report import SendResult
 
 
-async def run_realtime(ctx: JobContext, channel: Channel) -> bool:
-    """Drain the channel; True when at least one claim leased rows.
+async def run_realtime(ctx: JobContext, channel: Channel, *, alone: bool = False) -> bool:
+    """Drain the channel; True when at least one claim leased rows. `alone`: the job was
+    started by itself, so its first claim goes without waiting a turn for others' to share
+    its statement.
 
     After a full claim the next is taken while the previous one is still sending (at most
     `CLAIMS_IN_FLIGHT` at once), so the database round trips of claiming and recording
@@ -45,7 +47,7 @@ async def run_realtime(ctx: JobContext, channel: Channel) -> bool:
     try:
         while failure is None and not ctx.stopping.is_set():
             try:
-                claimed = await _claim_next(ctx, channel)
+                claimed = await _claim_next(ctx, channel, alone=alone and not leased)
             except Exception as error:
                 failure = error
                 break
@@ -119,7 +121,7 @@ class Claimed:
     sweep: bool = False
 
 
-async def _claim_next(ctx: JobContext, channel: Channel) -> Claimed | None:
+async def _claim_next(ctx: JobContext, channel: Channel, *, alone: bool) -> Claimed | None:
     """The channel's next realtime claim once the gate has room; None when nothing (more)
     can be leased now."""
     async with ctx.gate.claim(channel.id, ctx.claim_size) as size:
@@ -129,7 +131,7 @@ async def _claim_next(ctx: JobContext, channel: Channel) -> Claimed | None:
         now = ctx.clock.monotonic()
         started_ns = tracing.now_ns()
         sweep = sweep_due(ctx, channel, now)
-        claim, express, sweep_after = await _claim(ctx, channel, size, sweep)
+        claim, express, sweep_after = await _claim(ctx, channel, size, sweep, alone)
         ctx.events.remember(claim)
         if claim is None:
             ctx.gate.found_nothing(channel.id)
@@ -144,7 +146,7 @@ async def _claim_next(ctx: JobContext, channel: Channel) -> Claimed | None:
 
 
 async def _claim(
-    ctx: JobContext, channel: Channel, size: int, sweep: bool
+    ctx: JobContext, channel: Channel, size: int, sweep: bool, alone: bool
 ) -> tuple[Claim | None, bool, bool]:
     """The express claim where it serves (one round trip), else the full claim; and whether
     it was express, and whether the channel's due sweep was left out of it.
@@ -157,7 +159,7 @@ async def _claim(
     channel goes express too, its sweep coming with a later claim."""
     first = channel.id not in ctx.swept_at
     claim = await ctx.store.claim_express(
-        channel, size, ctx.lease_s, ctx.worker_id, known_events=ctx.events.known
+        channel, size, ctx.lease_s, ctx.worker_id, known_events=ctx.events.known, alone=alone
     )
     if claim is not None:
         if first or sweep:

@@ -10,11 +10,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 
 from tidings.store import Store
 from tidings.store.notify import Hint, LocalNotifier, PostgresListener
 
 log = logging.getLogger("tidings.dispatch.wakeup")
+#: Takes the channels a wake-up named, on the loop's thread, and answers those it left for
+#: `wait`'s caller.
+OnNews = Callable[[frozenset[int]], frozenset[int]]
 #: How often a LISTEN connection that still looks open is checked to answer.
 HEALTH_CHECK_S = 15.0
 #: While it is down, the dispatcher looks for work at least this often.
@@ -41,6 +45,10 @@ class Wakeup:
         # A wake-up not yet answered by `wait`, and a `ring` not yet answered.
         self._news = False
         self._rung = False
+        #: Given first the channels each wake-up names (see `OnNews`): the dispatcher starts
+        #: their jobs in the turn of the loop the news came in, rather than in the turn its
+        #: loop wakes in and the next, when the jobs it starts run.
+        self.on_news: OnNews | None = None
 
     def notify(self, hint: Hint = None) -> None:
         """Safe from any thread (the sync facade publishes from another one). On the loop's
@@ -62,6 +70,10 @@ class Wakeup:
         self._event.set()
 
     def _woken(self, hint: Hint) -> None:
+        if hint and self.on_news is not None:
+            hint = self.on_news(hint)
+            if not hint:
+                return  # all taken
         if hint is None or self._hint is None:
             self._hint = None
         else:

@@ -46,7 +46,9 @@ class Gathered(Generic[I, R]):
         #: A lone caller's item running in the caller's own task (see `_go_alone`).
         self._alone = False
 
-    async def __call__(self, item: I) -> R:
+    async def __call__(self, item: I, *, alone: bool = False) -> R:
+        """`item`'s answer. `alone`: the caller knows no other caller comes in its turn of
+        the loop, so a lone item goes at once rather than a turn later."""
         loop = asyncio.get_running_loop()
         if self._loop is not loop and (self._waiting or self._running or self._alone):
             # Another event loop's groups are running (a second loop over the same store):
@@ -57,7 +59,7 @@ class Gathered(Generic[I, R]):
             return answer
         self._loop = loop
         if not (self._waiting or self._running or self._alone):
-            return await self._go_alone(item)
+            return await self._go_alone(item, wait=not alone)
         future: asyncio.Future[R] = loop.create_future()
         self._waiting.append((item, future))
         if not self._kick_due:  # once the callers of this turn have queued their items
@@ -65,10 +67,11 @@ class Gathered(Generic[I, R]):
             loop.call_soon(self._kick)
         return await future
 
-    async def _go_alone(self, item: I) -> R:
+    async def _go_alone(self, item: I, *, wait: bool = True) -> R:
         self._alone = True
         try:
-            await asyncio.sleep(0)  # the callers of this turn queue meanwhile
+            if wait:
+                await asyncio.sleep(0)  # the callers of this turn queue meanwhile
         except BaseException:
             self._end_alone()
             raise

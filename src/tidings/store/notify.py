@@ -65,6 +65,24 @@ class LocalNotifier:
             self._subscribers.remove(subscriber)
 
 
+class _PromptConnection(asyncpg.Connection):  # type: ignore[misc]
+    """A connection whose wake-ups reach `prompt` as they are read. asyncpg hands a
+    listener each notification a turn of the event loop later: ~45 µs on an idle 2-core
+    machine, on every wake-up's path. asyncpg calls this private method for each one; should
+    a version stop calling it, the listener added still hears them, a turn later."""
+
+    prompt: Callable[[str], None] | None = None
+
+    def _process_notification(self, pid: int, channel: str, payload: str) -> None:
+        if self.prompt is None or channel != NOTIFY_CHANNEL:
+            super()._process_notification(pid, channel, payload)
+            return
+        try:
+            self.prompt(payload)
+        except Exception:  # not into the driver's reading of the connection
+            log.exception("a wake-up's callback failed")
+
+
 class PostgresListener:
     """A LISTEN connection that calls `on_notify` for each notification, and `on_lost` at
     once when the connection ends (the server closed it, a restart, a dropped network)."""
@@ -82,8 +100,10 @@ class PostgresListener:
             self._dsn,
             timeout=CONNECT_TIMEOUT_S,
             server_settings={"application_name": APPLICATION_NAME},
+            connection_class=_PromptConnection,
         )
         self._conn.add_termination_listener(self._terminated)
+        self._conn.prompt = self._heard
         await self._conn.add_listener(NOTIFY_CHANNEL, self._received)
 
     def _terminated(self, _conn: object) -> None:
@@ -91,6 +111,9 @@ class PostgresListener:
             self._on_lost()
 
     def _received(self, _conn: object, _pid: int, _channel: str, payload: str) -> None:
+        self._heard(payload)
+
+    def _heard(self, payload: str) -> None:
         self._on_notify(decode_hint(payload))
 
     async def healthy(self) -> bool:

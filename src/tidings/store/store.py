@@ -327,16 +327,18 @@ class Store(Operations, AdminWrites, Reads):
         owner: str,
         *,
         known_events: Events | None = None,
+        alone: bool = False,
     ) -> Claim | None:
         """A realtime claim in one statement where the database allows it and `channel` (the
         caller's copy, checked again) needs no more; None: make the full `claim_realtime`.
-        Concurrent express claims (a dispatcher's many small channels) share a statement."""
+        Concurrent express claims (a dispatcher's many small channels) share a statement;
+        `alone`: the caller knows no other claim is asked in its turn of the loop."""
         if not self.dialect.express_claims or not express.may_serve(channel, limit):
             return None
         ask = express.Ask(channel, limit, lease_s, owner, known_events)
         if limit <= express.SMALL_ASK:
-            return await self._express_small(ask)
-        return await self._express(ask)
+            return await self._express_small(ask, alone=alone)
+        return await self._express(ask, alone=alone)
 
     async def _express_group(
         self, direct: Direct | None, asks: list[express.Ask]
