@@ -241,8 +241,9 @@ class Dispatcher:
         """Start the jobs of the known realtime channels a wake-up names, in the turn of the
         loop the news came in (a channel whose job runs starts again when it ends); answer
         the channels left for the loop, which looks for them. An idle dispatcher's claim
-        then goes out two turns of the loop sooner: each ~45 µs on an idle 2-core machine,
-        a tenth of what tidings adds to the bare pipeline's publish → receipt."""
+        then goes out without its loop's wake-up, bookkeeping and turn between: on an idle
+        2-core machine the notification until the claim took 0.21–0.24 ms over the bare
+        pipeline's, against 0.27–0.32 ms."""
         if self._stopping.is_set():
             return hint
         unknown = hint - self._realtime.keys()
