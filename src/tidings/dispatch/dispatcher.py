@@ -270,23 +270,15 @@ class Dispatcher:
         for channel in named.values():
             if channel.id not in self._jobs:
                 self._reruns[channel.id] = self._start(ctx, channel)
-        if hint is not None and hint <= self._realtime.keys():
-            started = False
-            for channel_id in sorted(hint):
-                if channel_id in self._jobs:
-                    self._again.add(channel_id)
-                else:
-                    self._start(ctx, self._realtime[channel_id])
-                    started = True
-            if started:
-                # The jobs just started send their claims first (each runs up to its first
-                # wait, the claim on the wire); this loop's bookkeeping and its next sleep
-                # come after, rather than on a fresh event's path.
-                await asyncio.sleep(0)
+        # The wake-up itself starts the known channels' jobs (`_start_named`); it leaves
+        # the loop those it did not know then, some of which a look may have found since.
+        unknown = None if hint is None else self._start_named(ctx, hint)
+        if unknown is not None and not unknown:
+            pass  # every channel named has its job: nothing to look for
         elif self._look is not None:
             # A wake-up named a channel not yet known: look again once the look under way
             # (which may have begun before the news) has answered.
-            self._look_again = self._look_again or hint is not None
+            self._look_again = self._look_again or unknown is not None
         elif self._should_look(now):
             await self._begin_look(now)
         if self._look is not None and self._look.done():
