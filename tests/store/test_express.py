@@ -22,6 +22,7 @@ from tests.store.helpers import (
     states,
 )
 from tidings.core.states import Mode, State
+from tidings.store import express
 
 
 async def _express(hub: tidings.Hub, ch: tidings.Channel, limit: int = 10) -> Any:
@@ -135,10 +136,28 @@ async def test_a_changed_channel_is_read_again(pg_url: str) -> None:
 async def test_the_express_claim_commits_without_waiting_for_the_wal_flush(pg_url: str) -> None:
     async with tidings.Hub(pg_url) as hub:
         ch = await channel(hub)
-        await publish(hub, 1)
+        await publish(hub, 2)
+        # On the store's own claim connection the setting is its session's: a commit there
+        # never waits, and the statement need not say so.
         with statements_sent(hub) as seen:
-            assert await _express(hub, ch) is not None
+            assert await _express(hub, ch, limit=1) is not None
+        assert "set_config" not in seen[0][0]
+        claims = hub.store._direct_express_small
+        assert claims is not None
+        assert claims._conn is not None
+        assert await claims._conn.fetchval("SHOW synchronous_commit") == "off"
+        # Through the engine (a claim from a second event loop) the statement says so.
+        ask = express.Ask(ch, 1, LEASE_S, WORKER)
+        with statements_sent(hub) as seen:
+            (got,) = await hub.store._run(express.claim_many, [ask], one_statement=True)
+        assert got is not None
         assert "set_config" in seen[0][0]
+        # A publish still waits for its flush (E1).
+        await publish(hub, 1)
+        publishes = hub.store._direct_publish
+        assert publishes is not None
+        assert publishes._conn is not None
+        assert await publishes._conn.fetchval("SHOW synchronous_commit") == "on"
 
 
 async def test_sqlite_has_no_express_claim(tmp_path: Any) -> None:

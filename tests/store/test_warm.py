@@ -67,6 +67,16 @@ async def test_warm_opens_the_connections_and_changes_nothing(pg_url: str) -> No
         await hub.publish(kind="k", subject="s")
         first = await asyncio.wait_for(woken.get(), timeout=10)
         assert decode_hint(first) == {ops.id}
+        # The warm-up sent the very statement a single publish sends: it was prepared then.
+        publishes = hub.store._direct_publish
+        assert publishes is not None
+        assert publishes._conn is not None
+        prepared = await publishes._conn.fetch(
+            "SELECT statement FROM pg_prepared_statements"
+            " WHERE statement LIKE '%INSERT INTO events%' AND name <> ''"
+            " AND statement NOT LIKE '%pg_prepared_statements%'"
+        )
+        assert len(prepared) == 1, [row["statement"][:200] for row in prepared]
     finally:
         await hub.close()
         await listening.close()

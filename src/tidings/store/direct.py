@@ -85,9 +85,12 @@ def compiled(statement: ClauseElement, dialect: Dialect) -> Compiled:
 
 
 class Direct:
-    def __init__(self, url: URL, dialect: Dialect) -> None:
+    def __init__(self, url: URL, dialect: Dialect, *, relaxed_commits: bool = False) -> None:
         self._dsn = url.set(drivername="postgresql").render_as_string(hide_password=False)
         self._dialect = dialect
+        #: Its transactions commit without waiting for the WAL flush (`synchronous_commit`
+        #: off for the session): for statements whose loss in a crash is safe, as a claim's.
+        self.relaxed_commits = relaxed_commits
         self._conn: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._busy = False
@@ -143,7 +146,11 @@ class Direct:
                 self._dsn,
                 timeout=CONNECT_TIMEOUT_S,
                 # As the engine's connections: tidings' statements are too short for JIT.
-                server_settings={"application_name": APPLICATION_NAME, "jit": "off"},
+                server_settings={
+                    "application_name": APPLICATION_NAME,
+                    "jit": "off",
+                    **({"synchronous_commit": "off"} if self.relaxed_commits else {}),
+                },
             )
         except DRIVER_ERRORS as error:
             raise _translated(error) from error

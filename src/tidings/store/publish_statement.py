@@ -94,9 +94,12 @@ def prepared(
     channels_version: int | None = None,
 ) -> tuple[TextClause, dict[str, Any]]:
     """`publish`'s statement and its parameters, for whichever connection sends it."""
-    params: dict[str, Any] = event_columns(new_events) | {
-        "d_event": new_deliveries.event_n,
-        "d_channel": new_deliveries.channel_id,
+    single = len(new_events) == 1
+    params: dict[str, Any] = (
+        _one_event_columns(new_events[0]) if single else event_columns(new_events)
+    ) | {
+        "d_event": _joined_numbers(new_deliveries.event_n),
+        "d_channel": _joined_numbers(new_deliveries.channel_id),
     }
     text_columns: dict[str, Sequence[str | None]] = {
         "d_message": new_deliveries.message_id,
@@ -113,7 +116,7 @@ def prepared(
     if guarded:
         params["version"] = channels_version
     keyed = any(item.idempotency_key is not None for item in new_events)
-    return _statement(now is not None, notify is not None, guarded, keyed), params
+    return _statement(now is not None, notify is not None, guarded, keyed, single), params
 
 
 #: A version of the channels no database holds (they count up from 0): a statement planned
@@ -122,11 +125,12 @@ NO_VERSION = -1
 
 
 def warming() -> tuple[TextClause, dict[str, Any]]:
-    """The statement of a single publish (unkeyed, with a wake-up, guarded by the channels'
-    version), given no event and planned for `NO_VERSION`: it runs as a publish does and
-    changes nothing."""
+    """The statement of a single publish (one unkeyed event, with a wake-up, guarded by the
+    channels' version), given no delivery and planned for `NO_VERSION`: it runs as a
+    publish does and changes nothing (its guard stores no event, and wakes no one)."""
     nothing = NewDeliveries(event_n=[], channel_id=[], message_id=[], state=[], skip_reason=[])
-    return prepared([], nothing, now=None, notify="", channels_version=NO_VERSION)
+    event = EventInput(kind="tidings.warming", subject="")
+    return prepared([event], nothing, now=None, notify="", channels_version=NO_VERSION)
 
 
 def stored_from(row: Sequence[Any]) -> Stored:
@@ -145,8 +149,6 @@ def event_columns(items: Sequence[EventInput]) -> dict[str, Any]:
     """The events as the statement's parameters, a column of EVENT_COLUMNS each as
     `on_the_wire` sends it; JSON documents travel as text (cast back by the server), as in
     `insert_rows`."""
-    if len(items) == 1:
-        return _one_event_columns(items[0])
     params: dict[str, Any] = {}
     for name in EVENT_COLUMNS:
         values = list(map(operator.attrgetter(name), items))
@@ -156,21 +158,20 @@ def event_columns(items: Sequence[EventInput]) -> dict[str, Any]:
 
 
 def _one_event_columns(item: EventInput) -> dict[str, Any]:
-    """`event_columns` of one event, as `on_the_wire` would send each column of one value:
-    the single publish of an idle producer, where every microsecond is on its latency."""
+    """One event's columns as a value each, for the statement's form for one event: the
+    single publish of an idle producer, where every microsecond is on its latency."""
     params: dict[str, Any] = {}
-    for name, joined_name in _JOINED_NAMES.items():
+    for name in EVENT_COLUMNS:
         value = getattr(item, name)
         as_text = _AS_TEXT.get(name)
-        if as_text is not None:
-            value = as_text(value)
-        if value is None:
-            params[name] = params[joined_name] = None
-        elif SEPARATOR in value:
-            params[name], params[joined_name] = [value], None
-        else:
-            params[name], params[joined_name] = None, SEPARATOR + value
+        params[name] = value if as_text is None or value is None else as_text(value)
     return params
+
+
+def _joined_numbers(values: Sequence[int]) -> str:
+    """Integers as one text the server splits (`_number_column`): as for text, an array
+    costs the driver abstract-base-class checks, for the list and for each element."""
+    return ",".join(map(str, values))
 
 
 #: Joins a text column's values into one string that the server splits (`string_to_array`).
@@ -220,38 +221,51 @@ _AS_TEXT: dict[str, Callable[[Any], Any]] = {
 
 #: The events' id sequence, as the first migration's serial column named it.
 EVENTS_ID_SEQUENCE = "events_id_seq"
-_JOINED_NAMES = {name: f"{name}_joined" for name in EVENT_COLUMNS}
+
+
+def _number_column(name: str) -> str:
+    """The SQL of a column of integers `_joined_numbers` sent."""
+    return f"CAST(string_to_array(CAST(:{name} AS text), ',') AS bigint[])"
 
 
 @functools.cache
-def _statement(fixed_time: bool, notify: bool, guarded: bool, keyed: bool) -> TextClause:
+def _statement(
+    fixed_time: bool, notify: bool, guarded: bool, keyed: bool, single: bool = False
+) -> TextClause:
     """The statement; `keyed` when an event given has an idempotency key. Without one no
     event can conflict, so every event given is stored: the events go in without ON
     CONFLICT's per-row check or the key order, and each delivery finds its event's id by
-    position in the ids drawn, where it otherwise joins the rows actually stored."""
+    position in the ids drawn, where it otherwise joins the rows actually stored. `single`:
+    one event, its columns given as a value each rather than as arrays to unnest."""
     now = "CAST(:now AS timestamptz)" if fixed_time else "now()"
     # Guarded: nothing goes in (and no one is woken) unless the channels are as planned.
-    version = "(SELECT version FROM channels_version WHERE id = 1)"
+    # The version is read once (a CTE) however often the statement asks for it.
+    version = "(SELECT version FROM seen)"
     unchanged = f"CAST(:version AS bigint) = {version}" if guarded else "true"
     wake = f"CASE WHEN {unchanged} THEN pg_notify(:channel, :hint) END" if notify else "NULL"
-    arrays = ", ".join(_text_column(name) for name in EVENT_COLUMNS)
     columns = ", ".join(EVENT_COLUMNS)
     values = ", ".join(
         f"CAST({name} AS jsonb)" if name in _JSON_COLUMNS else name for name in EVENT_COLUMNS
     )
+    if single:
+        scalars = ", ".join(f"CAST(:{name} AS text) AS {name}" for name in EVENT_COLUMNS)
+        rows = f"SELECT {scalars}, CAST(1 AS bigint) AS n"
+    else:
+        arrays = ", ".join(_text_column(name) for name in EVENT_COLUMNS)
+        rows = f"SELECT * FROM unnest({arrays}) WITH ORDINALITY AS u({columns}, n) ORDER BY n"
     given = f"""
     -- the sequence named as a constant, resolved when the statement is planned: neither
     -- looked up by its table's name at each publish nor parsed again for every row
     SELECT nextval(CAST('{EVENTS_ID_SEQUENCE}' AS regclass)) AS id,
         r.*
-    FROM (
-        SELECT * FROM unnest({arrays}) WITH ORDINALITY AS u({columns}, n) ORDER BY n
-    ) AS r
+    FROM ({rows}) AS r
     WHERE {unchanged}
 """
     planned = """unnest(
-        CAST(:d_event AS bigint[]), CAST(:d_channel AS bigint[]), {message}, {state}, {skip}
+        {event_n}, {channel_id}, {message}, {state}, {skip}
     ) WITH ORDINALITY AS d(event_n, channel_id, message_id, state, skip_reason, n)""".format(
+        event_n=_number_column("d_event"),
+        channel_id=_number_column("d_channel"),
         message=_text_column("d_message"),
         state=_text_column("d_state"),
         skip=_text_column("d_skip"),
@@ -270,14 +284,25 @@ def _statement(fixed_time: bool, notify: bool, guarded: bool, keyed: bool) -> Te
     JOIN stored ON stored.id = given.id"""
     else:
         insert_events = ""
+        event_id = (
+            "(SELECT id FROM given)"
+            if single
+            else "(ARRAY(SELECT id FROM given ORDER BY n))[d.event_n + 1]"
+        )
         new_deliveries = f"""
-    SELECT d.message_id, (ARRAY(SELECT id FROM given ORDER BY n))[d.event_n + 1],
+    SELECT d.message_id, {event_id},
         d.channel_id, d.state, d.skip_reason, {now}, {now}, 0
     FROM {planned}
     WHERE {unchanged}"""
+    seen = (
+        "seen AS MATERIALIZED (SELECT version FROM channels_version WHERE id = 1),"
+        if guarded
+        else ""
+    )
     return text(
         f"""
-WITH given AS MATERIALIZED ({given}),
+WITH {seen}
+given AS MATERIALIZED ({given}),
 stored AS (
     INSERT INTO events (id, {columns}, created_at)
     SELECT id, {values}, {now} FROM given

@@ -88,8 +88,10 @@ class Store(Operations, AdminWrites, Reads):
         #: The gathered statements' own driver connections (PostgreSQL), one per gathering,
         #: each opened on its first statement.
         direct = self.dialect.express_claims
-        self._direct_express: Direct | None = self._direct() if direct else None
-        self._direct_express_small: Direct | None = self._direct() if direct else None
+        # Claims only: their commits need not wait for the WAL flush (`tidings.store.express`).
+        claims = functools.partial(self._direct, relaxed_commits=True)
+        self._direct_express: Direct | None = claims() if direct else None
+        self._direct_express_small: Direct | None = claims() if direct else None
         self._direct_sent: Direct | None = self._direct() if direct else None
         self._direct_publish: Direct | None = self._direct() if direct else None
         #: Express claims of this process, one statement for those asked at once; small
@@ -113,8 +115,8 @@ class Store(Operations, AdminWrites, Reads):
             in_flight=outcomes.SENT_GROUPS_IN_FLIGHT,
         )
 
-    def _direct(self) -> Direct:
-        return Direct(self.url, self.engine.dialect)
+    def _direct(self, *, relaxed_commits: bool = False) -> Direct:
+        return Direct(self.url, self.engine.dialect, relaxed_commits=relaxed_commits)
 
     def _channels_changed(self) -> None:
         # The next publish reads them (one statement) rather than trying a plan of the
