@@ -47,8 +47,10 @@ class Metrics:
             buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
             registry=self.registry,
         )
+        # Each label set's child, kept: `labels()` takes a lock and builds a key every time.
         self._attempts: dict[tuple[str, str], Counter] = {}
         self._send_seconds: dict[str, Histogram] = {}
+        self._claims: dict[str, Counter] = {}
         self.claims = Counter(
             "tidings_claimed_deliveries_total",
             "Deliveries leased by claims",
@@ -97,7 +99,10 @@ class Metrics:
         self.fenced_writes.inc(rows)
 
     def claimed(self, mode: str, count: int) -> None:
-        self.claims.labels(mode=mode).inc(count)
+        claims = self._claims.get(mode)
+        if claims is None:
+            claims = self._claims[mode] = self.claims.labels(mode=mode)
+        claims.inc(count)
 
     async def render(self) -> bytes:
         """Read the database gauges and render the text exposition format."""

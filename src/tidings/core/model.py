@@ -335,7 +335,7 @@ def event_document(event: Event) -> JSON:
         "id": event.id,
         "kind": event.kind,
         "subject": event.subject,
-        "severity": event.severity.value,
+        "severity": str(event.severity),  # its value, without the enum's descriptor
         "title": event.title,
         "body": event.body,
         "url": event.url,

@@ -20,9 +20,6 @@ a claim comes back short, and never takes the quiet channels' places.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections import Counter
-from collections.abc import AsyncIterator
 
 #: Claim transactions one dispatcher runs at once: enough to overlap their round trips,
 #: few enough that a burst over many channels does not queue on the database.
@@ -43,7 +40,8 @@ class ClaimGate:
         self.ahead = ahead
         #: Rows leased by this dispatcher that have not yet gone to a send (or back).
         self.waiting = 0
-        self._by_channel: Counter[int] = Counter()
+        #: Rows waiting by channel; a channel with none has no entry.
+        self._by_channel: dict[int, int] = {}
         self._claiming = asyncio.Semaphore(at_once)
         self._fresh = asyncio.Semaphore(fresh_at_once)
         #: The most rows one quiet channel's claim asks for: its share of half of `ahead`.
@@ -55,32 +53,17 @@ class ClaimGate:
         #: Claims of channels with nothing waiting that wait for room.
         self._fresh_waiting = 0
 
-    @contextlib.asynccontextmanager
-    async def claim(self, channel_id: int = 0, rows: int = 1) -> AsyncIterator[int]:
-        """Hold one of the claim places once there is room for `channel_id`, and answer how
-        many of the `rows` asked for the claim may take; claimers take turns in order.
+    def claim(self, channel_id: int = 0, rows: int = 1) -> Place:
+        """Hold one of the claim places once there is room for `channel_id` (`async with`),
+        answering how many of the `rows` asked for the claim may take; claimers take turns
+        in order.
 
         A busy channel, or one with rows waiting, may take them all once fewer than `ahead`
         wait. A quiet one takes at most its share (`fresh_share`) of what is left of twice
         `ahead`, held for it until the block ends
         (by then `leased` counts what it took): however many such claims run together, they
         never lease more than that."""
-        fresh = self._by_channel[channel_id] == 0 and channel_id not in self._busy
-        async with self._fresh if fresh else self._claiming:
-            while (room := self._room(rows, fresh)) <= 0:
-                self._changed.clear()
-                self._fresh_waiting += fresh
-                try:
-                    await self._changed.wait()
-                finally:
-                    self._fresh_waiting -= fresh
-            held = room if fresh else 0
-            self.waiting += held
-            try:
-                yield room
-            finally:
-                self.waiting -= held
-                self._changed.set()
+        return Place(self, channel_id, rows)
 
     def _room(self, rows: int, fresh: bool) -> int:
         if not fresh:
@@ -97,7 +80,7 @@ class ClaimGate:
             else:
                 self._busy.discard(channel_id)
         self.waiting += rows
-        self._by_channel[channel_id] += rows
+        self._by_channel[channel_id] = self._by_channel.get(channel_id, 0) + rows
         return Queued(self, rows, channel_id)
 
     def found_nothing(self, channel_id: int) -> None:
@@ -106,15 +89,63 @@ class ClaimGate:
 
     def _left(self, rows: int, channel_id: int) -> None:
         self.waiting -= rows
-        self._by_channel[channel_id] -= rows
-        if self._by_channel[channel_id] <= 0:
-            del self._by_channel[channel_id]
+        left = self._by_channel.get(channel_id, 0) - rows
+        if left > 0:
+            self._by_channel[channel_id] = left
+        else:
+            self._by_channel.pop(channel_id, None)
         # Wake waiters only when one of them may go: a busy channel's claim waits below
         # `ahead`, and waking it for every send in between costs a task switch each.
         if self.waiting < self.ahead or (
             self._fresh_waiting and self.waiting < RESERVED_FACTOR * self.ahead
         ):
             self._changed.set()
+
+
+class Place:
+    """A claim place of the gate, held for an `async with` block (`ClaimGate.claim`). A
+    class rather than a generator's context manager: it is taken before every realtime
+    claim, and the generator's machinery was a dozen calls of it."""
+
+    __slots__ = ("_channel_id", "_gate", "_held", "_places", "_rows")
+
+    def __init__(self, gate: ClaimGate, channel_id: int, rows: int) -> None:
+        self._gate = gate
+        self._channel_id = channel_id
+        self._rows = rows
+        self._held = 0
+        self._places: asyncio.Semaphore | None = None
+
+    async def __aenter__(self) -> int:
+        gate = self._gate
+        fresh = self._channel_id not in gate._by_channel and self._channel_id not in gate._busy
+        places = gate._fresh if fresh else gate._claiming
+        await places.acquire()
+        self._places = places
+        try:
+            while (room := gate._room(self._rows, fresh)) <= 0:
+                gate._changed.clear()
+                gate._fresh_waiting += fresh
+                try:
+                    await gate._changed.wait()
+                finally:
+                    gate._fresh_waiting -= fresh
+        except BaseException:
+            self._places = None
+            places.release()
+            raise
+        self._held = room if fresh else 0
+        gate.waiting += self._held
+        return room
+
+    async def __aexit__(self, *_exc: object) -> None:
+        gate = self._gate
+        gate.waiting -= self._held
+        self._held = 0
+        gate._changed.set()
+        if self._places is not None:
+            self._places.release()
+            self._places = None
 
 
 class Queued:

@@ -42,7 +42,7 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import Connection
 
 from tidings.core import jsontext
-from tidings.core.model import Channel, Claim, ClaimedDelivery, Event, Severity
+from tidings.core.model import Channel, Claim, ClaimedDelivery, Event
 from tidings.core.states import Mode, State
 from tidings.store import rows
 from tidings.store.channel_ops import load_channel
@@ -234,7 +234,7 @@ def _event(row: Mapping[Any, Any], known: Mapping[int, Event]) -> Event:
         id=row["ev_id"],
         kind=row["ev_kind"],
         subject=row["ev_subject"],
-        severity=Severity(row["ev_severity"]),
+        severity=rows.SEVERITIES[row["ev_severity"]],
         title=row["ev_title"],
         body=row["ev_body"],
         url=row["ev_url"],
