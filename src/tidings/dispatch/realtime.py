@@ -246,7 +246,8 @@ async def _send_claim(ctx: JobContext, claimed: Claimed) -> None:
     lanes = [asyncio.create_task(lane()) for _ in range(min(len(claim.items), ctx.lanes) - 1)]
     try:
         await lane()
-        await asyncio.gather(*lanes)
+        if lanes:
+            await asyncio.gather(*lanes)
     except BaseException:
         # Cancelled (W3) or broken: record what was sent and give the rest back.
         for task in lanes:

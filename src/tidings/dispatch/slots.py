@@ -23,7 +23,7 @@ import asyncio
 import contextlib
 import math
 import time
-from collections import Counter, deque
+from collections import deque
 from collections.abc import AsyncIterator
 
 #: One slot in this many is kept for channels with no send in flight (none below 16).
@@ -49,7 +49,9 @@ class SendSlots:
         self._free = size
         #: Slots a channel with sends in flight leaves free.
         self.reserved = size // RESERVED_EVERY if reserved is None else reserved
-        self._in_flight: Counter[int] = Counter()
+        #: Sends in flight by channel; a channel with none has no entry (a plain dict: a
+        #: Counter's `__missing__` and `__delitem__` are Python calls on every send).
+        self._in_flight: dict[int, int] = {}
         # channel id -> its waiters in arrival order; the dict's order is the channels' turns.
         self._lines: dict[int, deque[asyncio.Future[None]]] = {}
         self._size = size
@@ -87,7 +89,7 @@ class SendSlots:
 
     def _take(self, channel_id: int) -> None:
         self._free -= 1
-        self._in_flight[channel_id] += 1
+        self._in_flight[channel_id] = self._in_flight.get(channel_id, 0) + 1
         if channel_id != self._last_taker:
             if self._last_taker is not None:
                 self._passed_at = time.monotonic()
@@ -144,9 +146,11 @@ class SendSlots:
             del self._lines[channel_id]
 
     def release(self, channel_id: int) -> None:
-        self._in_flight[channel_id] -= 1
-        if self._in_flight[channel_id] <= 0:
-            del self._in_flight[channel_id]
+        left = self._in_flight.get(channel_id, 0) - 1
+        if left > 0:
+            self._in_flight[channel_id] = left
+        else:
+            self._in_flight.pop(channel_id, None)
         self._free += 1
         self._hand_on()
 
