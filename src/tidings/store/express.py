@@ -152,6 +152,10 @@ Taken = dict[str, list[Mapping[Any, Any]]]
 def shared_statements(asks: Sequence[Ask]) -> Iterator[Together]:
     """The asks the express claim may serve, statement by statement, each with its place in
     `asks`: distinct channels, one owner and one lease in each."""
+    if len(asks) == 1:  # an idle dispatcher's one claim
+        if may_serve(asks[0].channel, asks[0].limit):
+            yield [(0, asks[0])]
+        return
     pending = [n for n, ask in enumerate(asks) if may_serve(ask.channel, ask.limit)]
     while pending:
         first = asks[pending[0]]
@@ -170,12 +174,17 @@ def shared_statements(asks: Sequence[Ask]) -> Iterator[Together]:
 
 def parameters(together: Together) -> tuple[dict[str, Any], list[str]]:
     """The statement's parameters, and each ask's new lease token."""
-    # `secrets.token_hex` is this with three Python calls around it.
-    tokens = [os.urandom(16).hex() for _ in together]
+    tokens: list[str] = []
+    channel_ids: list[str] = []
+    limits: list[str] = []
+    for _, ask in together:  # one loop, not a comprehension (a call) per list
+        tokens.append(os.urandom(16).hex())  # `secrets.token_hex`, without its three calls
+        channel_ids.append(str(ask.channel.id))
+        limits.append(str(ask.limit))
     _, first = together[0]
     params = {
-        "channels": ",".join([str(ask.channel.id) for _, ask in together]),
-        "limits": ",".join([str(ask.limit) for _, ask in together]),
+        "channels": ",".join(channel_ids),
+        "limits": ",".join(limits),
         "tokens": ",".join(tokens),  # hexadecimal: no comma in them
         "lease_s": first.lease_s,
         "owner": first.owner,
@@ -216,11 +225,14 @@ def claims_of(
 
 def _claim_of(ask: Ask, channel: Channel, token: str, taken: list[Mapping[Any, Any]]) -> Claim:
     known = ask.known or {}
-    items = sorted(
-        (ClaimedDelivery(rows.delivery(r), _event(r, known)) for r in taken),
-        key=lambda item: item.delivery.id,
-    )
+    items = [ClaimedDelivery(rows.delivery(r), _event(r, known)) for r in taken]
+    if len(items) > 1:
+        items.sort(key=_delivery_id)
     return Claim(token, ask.owner, channel, items, items[0].delivery.next_attempt_at)
+
+
+def _delivery_id(item: ClaimedDelivery) -> int:
+    return item.delivery.id
 
 
 def _event(row: Mapping[Any, Any], known: Mapping[int, Event]) -> Event:

@@ -33,14 +33,14 @@ OnWork = Callable[[Hint], None]
 def encode_hint(channel_ids: Iterable[int]) -> str:
     """The payload naming the channels, so an idle dispatcher claims at once instead of
     first asking which channels are due."""
-    payload = ",".join(str(i) for i in sorted(set(channel_ids)))
+    payload = ",".join(map(str, sorted(set(channel_ids))))
     return payload if len(payload) <= MAX_HINT_CHARS else ""
 
 
 def decode_hint(payload: str) -> Hint:
     """The channels a payload names; None (every channel) for an empty or unreadable one."""
     try:
-        return frozenset(int(part) for part in payload.split(",")) if payload else None
+        return frozenset(map(int, payload.split(","))) if payload else None
     except ValueError:
         return None
 

@@ -234,20 +234,35 @@ class _Plan:
                     keys_seen.add(key)
         self.new = new
         self.initial = fanout.initial
-        self.pairs = [(n, c) for n, i in enumerate(new) for c in fanout.channels_for(inputs[i])]
+        # One pass builds every column (a comprehension each was a call each, on every
+        # single publish's path): each row's event and channel, and its state and skip
+        # reason as the text the statement stores.
+        self.pairs: list[tuple[int, Routed]] = []
+        event_n: list[int] = []
+        channel_id: list[int] = []
+        state: list[str] = []
+        skip_reason: list[str | None] = []
+        pending: set[int] = set()
+        for n, i in enumerate(new):
+            for channel in fanout.channels_for(inputs[i]):
+                self.pairs.append((n, channel))
+                event_n.append(n)
+                channel_id.append(channel.id)
+                as_text, skip = fanout.initial_text[channel.id]
+                state.append(as_text)
+                skip_reason.append(skip)
+                if self.initial[channel.id][0] is State.PENDING:
+                    pending.add(channel.id)
         self.message_ids = new_message_ids(len(self.pairs))
-        # Each row's state and skip reason as the text the statement stores.
-        as_text = [fanout.initial_text[c.id] for _, c in self.pairs]
         planned = publish_statement.NewDeliveries(
-            event_n=[n for n, _ in self.pairs],
-            channel_id=[c.id for _, c in self.pairs],
+            event_n=event_n,
+            channel_id=channel_id,
             message_id=self.message_ids,
-            state=[state for state, _ in as_text],
-            skip_reason=[skip for _, skip in as_text],
+            state=state,
+            skip_reason=skip_reason,
         )
-        pending = {c.id for _, c in self.pairs if self.initial[c.id][0] is State.PENDING}
         self.statement, self.params = publish_statement.prepared(
-            [inputs[i] for i in new],
+            inputs if len(new) == len(inputs) else [inputs[i] for i in new],
             planned,
             now=now,
             notify=encode_hint(pending) if pending else None,
