@@ -4,6 +4,7 @@ more to check — the caller then makes the full claim."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 from typing import Any
 
@@ -158,6 +159,55 @@ async def test_the_express_claim_commits_without_waiting_for_the_wal_flush(pg_ur
         assert publishes is not None
         assert publishes._conn is not None
         assert await publishes._conn.fetchval("SHOW synchronous_commit") == "on"
+
+
+async def test_c1_one_ask_has_its_own_statement_and_leases_as_the_statement_of_many(
+    pg_url: str,
+) -> None:
+    async with tidings.Hub(pg_url) as hub:
+        a = await channel(hub, "a")
+        b = await channel(hub, "b")
+        published = await publish(hub, 3)
+        rows = await states(hub)
+        of_a = sorted(i for i, r in rows.items() if r.channel_id == a.id)
+        of_b = sorted(i for i, r in rows.items() if r.channel_id == b.id)
+        with statements_sent(hub) as alone:
+            first = await _express(hub, a, limit=2)
+        assert len(alone) == 1
+        assert "asked" not in alone[0][0]  # no arrays of asks to pair with their tokens
+        assert first is not None
+        assert sorted(first.ids) == of_a[:2]  # the oldest due rows
+        assert [i.event for i in first.items] == [p.event for p in published[:2]]
+        with statements_sent(hub) as together:
+            second, third = await asyncio.gather(_express(hub, a, 2), _express(hub, b, 2))
+        assert len(together) == 1
+        assert "asked" in together[0][0]
+        assert second is not None
+        assert third is not None
+        assert second.ids == of_a[2:]
+        assert sorted(third.ids) == of_b[:2]
+        leased = {i: r for i, r in (await states(hub)).items() if r.state is State.SENDING}
+        assert sorted(leased) == sorted(first.ids + second.ids + third.ids)
+        for got in (first, second, third):
+            assert {leased[i].lease_token for i in got.ids} == {got.token}
+            assert all(leased[i].attempts == 1 for i in got.ids)
+
+
+async def test_the_claim_connections_find_rows_by_index_only(pg_url: str) -> None:
+    # A generic plan made while the table was small scanned every delivery on each claim
+    # until statistics were taken again; a claim only ever takes a handful of rows by key.
+    async with tidings.Hub(pg_url) as hub:
+        ch = await channel(hub)
+        await publish(hub, 1)
+        assert await _express(hub, ch) is not None
+        claims = hub.store._direct_express_small
+        assert claims is not None
+        assert claims._conn is not None
+        assert await claims._conn.fetchval("SHOW enable_seqscan") == "off"
+        publishes = hub.store._direct_publish
+        assert publishes is not None
+        assert publishes._conn is not None
+        assert await publishes._conn.fetchval("SHOW enable_seqscan") == "on"
 
 
 async def test_sqlite_has_no_express_claim(tmp_path: Any) -> None:

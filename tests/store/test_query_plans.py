@@ -8,6 +8,7 @@ every claim slower than the last.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -146,20 +147,29 @@ async def _skewed_express_plan(hub: tidings.Hub) -> None:
     async with hub.store.engine.begin() as conn:
         await conn.exec_driver_sql("ANALYZE deliveries")
     quiet = await channel(hub, "quiet", rate_per_min=0, tenant="quiet")
-    await publish(hub, 2, tenant="quiet")
-    sql, params = await _captured(
-        hub, "lease_token", lambda: hub.store.claim_express(quiet, 10, 60, "w")
+    calm = await channel(hub, "calm", rate_per_min=0, tenant="quiet")
+    await publish(hub, 4, tenant="quiet")
+    # One ask's own statement (an idle dispatcher's), and the statement of many.
+    alone = await _captured(hub, "lease_token", lambda: hub.store.claim_express(quiet, 1, 60, "w"))
+    many = await _captured(
+        hub,
+        "lease_token",
+        lambda: asyncio.gather(*(hub.store.claim_express(ch, 1, 60, "w") for ch in (quiet, calm))),
     )
-    plan = await _plan(hub, sql, params)
-    # One lookup per row taken: neither a walk of the whole primary key nor, for each row,
-    # a probe of every id taken (`id = ANY(…)` beside the join made the claim quadratic).
-    lines = plan.splitlines()
-    by_key = [n for n, line in enumerate(lines) if "using pk_deliveries on deliveries" in line]
-    assert by_key, plan
-    for n in by_key:
-        condition = lines[n + 1]
-        assert "Index Cond: (id = " in condition, plan
-        assert "ANY" not in condition, plan
+    assert "asked" not in alone[0]
+    assert "asked" in many[0]
+    for sql, params in (alone, many):
+        plan = await _plan(hub, sql, params)
+        # One lookup per row taken: neither a walk of the whole primary key nor, for each
+        # row, a probe of every id taken (`id = ANY(…)` beside the join made the claim
+        # quadratic).
+        lines = plan.splitlines()
+        by_key = [n for n, line in enumerate(lines) if "using pk_deliveries on deliveries" in line]
+        assert by_key, plan
+        for n in by_key:
+            condition = lines[n + 1]
+            assert "Index Cond: (id = " in condition, plan
+            assert "ANY" not in condition, plan
 
 
 async def test_looking_for_due_channels_reads_the_claim_index(hub: tidings.Hub) -> None:

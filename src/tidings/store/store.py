@@ -88,8 +88,9 @@ class Store(Operations, AdminWrites, Reads):
         #: The gathered statements' own driver connections (PostgreSQL), one per gathering,
         #: each opened on its first statement.
         direct = self.dialect.express_claims
-        # Claims only: their commits need not wait for the WAL flush (`tidings.store.express`).
-        claims = functools.partial(self._direct, relaxed_commits=True)
+        # Claims only: their commits need not wait for the WAL flush (`tidings.store.express`),
+        # and they take a handful of rows by key.
+        claims = functools.partial(self._direct, relaxed_commits=True, rows_by_index=True)
         self._direct_express: Direct | None = claims() if direct else None
         self._direct_express_small: Direct | None = claims() if direct else None
         self._direct_sent: Direct | None = self._direct() if direct else None
@@ -115,8 +116,13 @@ class Store(Operations, AdminWrites, Reads):
             in_flight=outcomes.SENT_GROUPS_IN_FLIGHT,
         )
 
-    def _direct(self, *, relaxed_commits: bool = False) -> Direct:
-        return Direct(self.url, self.engine.dialect, relaxed_commits=relaxed_commits)
+    def _direct(self, *, relaxed_commits: bool = False, rows_by_index: bool = False) -> Direct:
+        return Direct(
+            self.url,
+            self.engine.dialect,
+            relaxed_commits=relaxed_commits,
+            rows_by_index=rows_by_index,
+        )
 
     def _channels_changed(self) -> None:
         # The next publish reads them (one statement) rather than trying a plan of the
