@@ -13,4 +13,7 @@ def test_settle_heap_freezes_start_up_and_collects_the_young_less_often() -> Non
         " print(before, gc.get_threshold()[0], gc.get_freeze_count() > 0)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["700", "50000", "True"]
+    before, after, frozen = out.stdout.split()
+    # The interpreter's own threshold (700 until Python 3.12, 2000 in 3.13), then tidings'.
+    assert int(before) < 50_000
+    assert (after, frozen) == ("50000", "True")

@@ -280,7 +280,7 @@ class Rig:
     def _scalar(self, sql: str) -> int:
         if self.backend == "sqlite":
             path = self.db_url.removeprefix("sqlite:///")
-            with sqlite3.connect(path, timeout=30) as conn:
+            with contextlib.closing(sqlite3.connect(path, timeout=30)) as conn:
                 return int(conn.execute(sql).fetchone()[0])
         import psycopg
 
@@ -327,7 +327,7 @@ class Rig:
 
     def integrity(self) -> str:
         path = self.db_url.removeprefix("sqlite:///")
-        with sqlite3.connect(path, timeout=30) as conn:
+        with contextlib.closing(sqlite3.connect(path, timeout=30)) as conn:
             return str(conn.execute("PRAGMA integrity_check").fetchone()[0])
 
     def logs(self) -> list[str]:

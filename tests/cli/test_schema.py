@@ -4,6 +4,7 @@ newer than they know. Real subprocesses on a SQLite file and a fresh PostgreSQL 
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -43,7 +44,7 @@ def fresh_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 def tables(url: str) -> set[str]:
     if url.startswith("sqlite"):
         path = url.removeprefix("sqlite:///")
-        with sqlite3.connect(path) as conn:
+        with contextlib.closing(sqlite3.connect(path)) as conn:
             return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     with psycopg.connect(url) as conn:
         found = conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")

@@ -40,13 +40,15 @@ class SqliteDialect(Dialect):
         if not rows:
             return
         names = [c.name for c in table.c if c.name != "id"]
-        place = {name: f"?{i}" for i, name in enumerate(names, start=1)}
-        same = " AND ".join(f"{n} = {place[n]}" for n in _ATTEMPT_IDENTITY)
+        # Named parameters, each bound once and used twice: Python 3.12's sqlite3 warns of
+        # numbered ones (`?1`) given a sequence, and 3.14's refuses them.
+        same = " AND ".join(f"{n} = :{n}" for n in _ATTEMPT_IDENTITY)
         sql = (
-            f"INSERT INTO {table.name} ({', '.join(names)}) SELECT {', '.join(place.values())}"
+            f"INSERT INTO {table.name} ({', '.join(names)})"
+            f" SELECT {', '.join(f':{n}' for n in names)}"
             f" WHERE NOT EXISTS (SELECT 1 FROM {table.name} WHERE {same})"
         )
-        conn.exec_driver_sql(sql, [tuple(_plain(row[n]) for n in names) for row in rows])
+        conn.exec_driver_sql(sql, [{n: _plain(row[n]) for n in names} for row in rows])
 
 
 #: What makes two attempt rows the same attempt.
