@@ -83,3 +83,10 @@ def statements_sent(hub: tidings.Hub) -> Iterator[list[tuple[str, Any]]]:
     finally:
         direct.Direct.fetch = original  # type: ignore[method-assign]
         event.remove(hub.store.sync_engine, "before_cursor_execute", watch)
+
+
+def driver_connection(found: direct.Direct | None) -> Any:
+    """The driver connection a store's own `Direct` has open (asyncpg's)."""
+    assert found is not None
+    assert found._conn is not None
+    return found._conn

@@ -18,6 +18,7 @@ from tests.store.helpers import (
     at,
     channel,
     claim,
+    driver_connection,
     publish,
     statements_sent,
     states,
@@ -143,10 +144,8 @@ async def test_the_express_claim_commits_without_waiting_for_the_wal_flush(pg_ur
         with statements_sent(hub) as seen:
             assert await _express(hub, ch, limit=1) is not None
         assert "set_config" not in seen[0][0]
-        claims = hub.store._direct_express_small
-        assert claims is not None
-        assert claims._conn is not None
-        assert await claims._conn.fetchval("SHOW synchronous_commit") == "off"
+        claims = driver_connection(hub.store._direct_express_small)
+        assert await claims.fetchval("SHOW synchronous_commit") == "off"
         # Through the engine (a claim from a second event loop) the statement says so.
         ask = express.Ask(ch, 1, LEASE_S, WORKER)
         with statements_sent(hub) as seen:
@@ -155,10 +154,8 @@ async def test_the_express_claim_commits_without_waiting_for_the_wal_flush(pg_ur
         assert "set_config" in seen[0][0]
         # A publish still waits for its flush (E1).
         await publish(hub, 1)
-        publishes = hub.store._direct_publish
-        assert publishes is not None
-        assert publishes._conn is not None
-        assert await publishes._conn.fetchval("SHOW synchronous_commit") == "on"
+        publishes = driver_connection(hub.store._direct_publish)
+        assert await publishes.fetchval("SHOW synchronous_commit") == "on"
 
 
 async def test_c1_one_ask_has_its_own_statement_and_leases_as_the_statement_of_many(
@@ -200,14 +197,10 @@ async def test_the_claim_connections_find_rows_by_index_only(pg_url: str) -> Non
         ch = await channel(hub)
         await publish(hub, 1)
         assert await _express(hub, ch) is not None
-        claims = hub.store._direct_express_small
-        assert claims is not None
-        assert claims._conn is not None
-        assert await claims._conn.fetchval("SHOW enable_seqscan") == "off"
-        publishes = hub.store._direct_publish
-        assert publishes is not None
-        assert publishes._conn is not None
-        assert await publishes._conn.fetchval("SHOW enable_seqscan") == "on"
+        claims = driver_connection(hub.store._direct_express_small)
+        assert await claims.fetchval("SHOW enable_seqscan") == "off"
+        publishes = driver_connection(hub.store._direct_publish)
+        assert await publishes.fetchval("SHOW enable_seqscan") == "on"
 
 
 async def test_sqlite_has_no_express_claim(tmp_path: Any) -> None:

@@ -17,7 +17,7 @@ import pytest
 from sqlalchemy import event
 
 import tidings
-from tests.store.helpers import channel, claim, publish, statements_sent
+from tests.store.helpers import channel, claim, driver_connection, publish, statements_sent
 from tidings.core.model import DeliveryQuery
 from tidings.core.states import State
 from tidings.store import history
@@ -196,10 +196,8 @@ async def test_a_claim_keeps_one_plan(pg_url: str) -> None:
             await conn.exec_driver_sql("ANALYZE deliveries")
         for _ in range(8):
             assert await hub.store.claim_express(backlog, 1, 60, "w") is not None
-        claims = hub.store._direct_express_small
-        assert claims is not None
-        assert claims._conn is not None
-        plans = await claims._conn.fetch(
+        claims = driver_connection(hub.store._direct_express_small)
+        plans = await claims.fetch(
             "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
             " WHERE statement LIKE 'WITH ch AS%'"
         )

@@ -17,7 +17,7 @@ from sqlalchemy import text
 import tidings
 from tests.conftest import count, postgres
 from tests.dispatch.helpers import running
-from tests.store.helpers import channel, publish, states
+from tests.store.helpers import channel, driver_connection, publish, states
 from tidings.core.errors import StoreError
 from tidings.core.states import State
 from tidings.service import Service
@@ -68,10 +68,8 @@ async def test_warm_opens_the_connections_and_changes_nothing(pg_url: str) -> No
         first = await asyncio.wait_for(woken.get(), timeout=10)
         assert decode_hint(first) == {ops.id}
         # The warm-up sent the very statement a single publish sends: it was prepared then.
-        publishes = hub.store._direct_publish
-        assert publishes is not None
-        assert publishes._conn is not None
-        prepared = await publishes._conn.fetch(
+        publishes = driver_connection(hub.store._direct_publish)
+        prepared = await publishes.fetch(
             "SELECT statement FROM pg_prepared_statements"
             " WHERE statement LIKE '%INSERT INTO events%' AND name <> ''"
             " AND statement NOT LIKE '%pg_prepared_statements%'"
