@@ -43,6 +43,7 @@ REVISIONS = (
     "0014_history_scale",
     "0017",
     "0018",
+    "0019",
 )
 #: Where Alembic records a database's revision.
 VERSION_TABLE = "alembic_version"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import operator
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -21,6 +22,8 @@ from sqlalchemy.engine import Connection
 
 from tidings.core import jsontext
 from tidings.core.model import EventInput, Severity
+from tidings.core.states import State
+from tidings.store import handoff as handoff_sql
 from tidings.store.notify import NOTIFY_CHANNEL
 
 #: The columns of a new event given to the statement, as text arrays.
@@ -63,6 +66,8 @@ class Stored:
     delivery_ids: dict[tuple[int, int], int]
     #: The channels' version the statement saw when it was given one, else None.
     channels_version: int | None = None
+    #: The deliveries leased to a waiting dispatcher (`tidings.store.handoff`).
+    handed: frozenset[int] = frozenset()
 
 
 def publish(
@@ -92,9 +97,21 @@ def prepared(
     now: datetime | None,
     notify: str | None,
     channels_version: int | None = None,
+    handoff: bool = False,
 ) -> tuple[TextClause, dict[str, Any]]:
-    """`publish`'s statement and its parameters, for whichever connection sends it."""
+    """`publish`'s statement and its parameters, for whichever connection sends it.
+    `handoff`: the statement may lease its rows to a waiting dispatcher
+    (`tidings.store.handoff`) — only for a statement that commits on its own, so that the
+    lease starts when the dispatcher hears of it; it does where it can."""
     single = len(new_events) == 1
+    handoff = (
+        handoff
+        and single
+        and now is None
+        and notify is not None
+        and channels_version is not None
+        and len(new_deliveries.channel_id) <= handoff_sql.MAX_HANDED
+    )
     params: dict[str, Any] = (
         _one_event_columns(new_events[0]) if single else event_columns(new_events)
     ) | {
@@ -116,7 +133,10 @@ def prepared(
     if guarded:
         params["version"] = channels_version
     keyed = any(item.idempotency_key is not None for item in new_events)
-    return _statement(now is not None, notify is not None, guarded, keyed, single), params
+    if handoff:
+        params["token"] = os.urandom(16).hex()  # each row's: this, a dash and its channel
+    statement = _statement(now is not None, notify is not None, guarded, keyed, single, handoff)
+    return statement, params
 
 
 #: A version of the channels no database holds (they count up from 0): a statement planned
@@ -126,11 +146,14 @@ NO_VERSION = -1
 
 def warming() -> tuple[TextClause, dict[str, Any]]:
     """The statement of a single publish (one unkeyed event, with a wake-up, guarded by the
-    channels' version), given no delivery and planned for `NO_VERSION`: it runs as a
-    publish does and changes nothing (its guard stores no event, and wakes no one)."""
+    channels' version, which may hand off), given no delivery and planned for `NO_VERSION`:
+    it runs as a publish does and changes nothing (its guard stores no event, and wakes no
+    one)."""
     nothing = NewDeliveries(event_n=[], channel_id=[], message_id=[], state=[], skip_reason=[])
     event = EventInput(kind="tidings.warming", subject="")
-    return prepared([event], nothing, now=None, notify="", channels_version=NO_VERSION)
+    return prepared(
+        [event], nothing, now=None, notify="", channels_version=NO_VERSION, handoff=True
+    )
 
 
 def stored_from(row: Sequence[Any]) -> Stored:
@@ -142,6 +165,7 @@ def stored_from(row: Sequence[Any]) -> Stored:
         created_at=created_at,
         delivery_ids={(e, c): d for d, e, c in zip(ids, event_ids, channel_ids, strict=True)},
         channels_version=seen,
+        handed=frozenset(row[8]) if len(row) > 8 and row[8] else frozenset(),
     )
 
 
@@ -231,19 +255,27 @@ def _number_column(name: str) -> str:
 
 @functools.cache
 def _statement(
-    fixed_time: bool, notify: bool, guarded: bool, keyed: bool, single: bool = False
+    fixed_time: bool,
+    notify: bool,
+    guarded: bool,
+    keyed: bool,
+    single: bool = False,
+    handoff: bool = False,
 ) -> TextClause:
     """The statement; `keyed` when an event given has an idempotency key. Without one no
     event can conflict, so every event given is stored: the events go in without ON
     CONFLICT's per-row check or the key order, and each delivery finds its event's id by
     position in the ids drawn, where it otherwise joins the rows actually stored. `single`:
-    one event, its columns given as a value each rather than as arrays to unnest."""
+    one event, its columns given as a value each rather than as arrays to unnest.
+    `handoff` (a single event, a wake-up, guarded): its pending rows of channels the
+    express claim serves are leased to a taken seat, if any, and the wake-up says so."""
     now = "CAST(:now AS timestamptz)" if fixed_time else "now()"
     # Guarded: nothing goes in (and no one is woken) unless the channels are as planned.
     # The version is read once (a CTE) however often the statement asks for it.
     version = "(SELECT version FROM seen)"
     unchanged = f"CAST(:version AS bigint) = {version}" if guarded else "true"
-    wake = f"CASE WHEN {unchanged} THEN pg_notify(:channel, :hint) END" if notify else "NULL"
+    hint = f":hint || {handoff_sql.payload_sql()}" if handoff else ":hint"
+    wake = f"CASE WHEN {unchanged} THEN pg_notify(:channel, {hint}) END" if notify else "NULL"
     columns = ", ".join(EVENT_COLUMNS)
     values = ", ".join(
         f"CAST({name} AS jsonb)" if name in _JSON_COLUMNS else name for name in EVENT_COLUMNS
@@ -271,6 +303,28 @@ def _statement(
         state=_text_column("d_state"),
         skip=_text_column("d_skip"),
     )
+
+    def leased_columns(at: str) -> str:
+        """state, skip_reason, created_at, next_attempt_at, attempts (and the lease's token
+        and owner when handing off): a handed row as a claim leaves it (C1)."""
+        if not handoff:
+            return f"d.state, d.skip_reason, {at}, {at}, 0"
+        handed = "h.seat IS NOT NULL"
+        return f"""CASE WHEN {handed} THEN '{State.SENDING.value}' ELSE d.state END,
+        d.skip_reason, {at},
+        CASE WHEN {handed} THEN {at} + h.lease_s * interval '1 second' ELSE {at} END,
+        CASE WHEN {handed} THEN 1 ELSE 0 END,
+        CASE WHEN {handed} THEN CAST(:token AS text) || '-' || d.channel_id END,
+        h.owner"""
+
+    pending = f"'{State.PENDING.value}'"
+    handed_join = (
+        f"LEFT JOIN handed AS h ON h.channel_id = d.channel_id AND d.state = {pending}"
+        if handoff
+        else ""
+    )
+    lease_columns = ", lease_token, lease_owner" if handoff else ""
+    returned = ", message_id, lease_token" if handoff else ""
     if keyed:
         # Keys in one order, so concurrent publishes of the same keys wait, not deadlock;
         # an event whose key was stored before drops its deliveries out of the join.
@@ -278,11 +332,11 @@ def _statement(
             "ORDER BY idempotency_key NULLS FIRST, n ON CONFLICT (idempotency_key) DO NOTHING"
         )
         new_deliveries = f"""
-    SELECT d.message_id, stored.id, d.channel_id, d.state, d.skip_reason, stored.created_at,
-        stored.created_at, 0
+    SELECT d.message_id, stored.id, d.channel_id, {leased_columns("stored.created_at")}
     FROM {planned}
     JOIN given ON given.n = d.event_n + 1  -- ORDINALITY counts from 1
-    JOIN stored ON stored.id = given.id"""
+    JOIN stored ON stored.id = given.id
+    {handed_join}"""
     else:
         insert_events = ""
         event_id = (
@@ -291,19 +345,36 @@ def _statement(
             else "(ARRAY(SELECT id FROM given ORDER BY n))[d.event_n + 1]"
         )
         new_deliveries = f"""
-    SELECT d.message_id, {event_id},
-        d.channel_id, d.state, d.skip_reason, {now}, {now}, 0
+    SELECT d.message_id, {event_id}, d.channel_id, {leased_columns(now)}
     FROM {planned}
+    {handed_join}
     WHERE {unchanged}"""
     seen = (
         "seen AS MATERIALIZED (SELECT version FROM channels_version WHERE id = 1),"
         if guarded
         else ""
     )
+    handed_ids = (
+        ",\n    ARRAY(SELECT id FROM fanned WHERE lease_token IS NOT NULL)" if handoff else ""
+    )
+    handing = (
+        ",\n".join(
+            (
+                handoff_sql.doc_cte(now),
+                handoff_sql.servable_cte(_number_column("d_channel")),
+                handoff_sql.seat_cte(),
+                handoff_sql.handed_cte(),
+            )
+        )
+        + ","
+        if handoff
+        else ""
+    )
     return text(
         f"""
 WITH {seen}
 given AS MATERIALIZED ({given}),
+{handing}
 stored AS (
     INSERT INTO events (id, {columns}, created_at)
     SELECT id, {values}, {now} FROM given
@@ -313,10 +384,10 @@ stored AS (
 fanned AS (
     INSERT INTO deliveries
         (message_id, event_id, channel_id, state, skip_reason, created_at, next_attempt_at,
-         attempts)
+         attempts{lease_columns})
     {new_deliveries}
     ORDER BY d.n
-    RETURNING id, event_id, channel_id
+    RETURNING id, event_id, channel_id{returned}
 )
 SELECT
     ARRAY(SELECT id FROM given ORDER BY n),
@@ -326,6 +397,6 @@ SELECT
     ARRAY(SELECT event_id FROM fanned),
     ARRAY(SELECT channel_id FROM fanned),
     {version if guarded else "NULL"},
-    {wake}
+    {wake}{handed_ids}
 """
     )

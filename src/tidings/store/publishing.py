@@ -192,7 +192,7 @@ async def publish_direct(
     if seen is None:
         return None
     version, all_channels = seen
-    plan = _Plan(inputs, known.fanout(all_channels), None, version)
+    plan = _Plan(inputs, known.fanout(all_channels), None, version, handoff=True)
     (row,) = await direct.fetch(plan.statement, plan.params)
     stored = publish_statement.stored_from(row)
     if stored.channels_version != version:
@@ -222,7 +222,11 @@ class _Plan:
         fanout: Fanout,
         now: datetime | None,
         version: int | None,
+        *,
+        handoff: bool = False,
     ) -> None:
+        """`handoff`: the statement commits on its own, and may lease its rows to a waiting
+        dispatcher (`publish_statement.prepared`)."""
         self.inputs = inputs
         new: list[int] = []
         keys_seen: set[str] = set()
@@ -267,6 +271,7 @@ class _Plan:
             now=now,
             notify=encode_hint(pending) if pending else None,
             channels_version=version,
+            handoff=handoff,
         )
 
     def keys_to_read(self, stored: publish_statement.Stored) -> list[str]:
@@ -291,11 +296,13 @@ class _Plan:
                 created[i] = _event(event_id, self.inputs[i], at)
         fanned: dict[int, list[Delivery]] = {i: [] for i in created}
         ids = stored.delivery_ids
+        handed = stored.handed
         for (n, channel), key in zip(self.pairs, self.message_ids, strict=True):
             event = created.get(self.new[n])
             if event is not None:
                 delivery_id = ids[(event.id, channel.id)]
-                delivery = _delivery(delivery_id, event, channel, self.initial[channel.id], key)
+                initial = _HANDED if delivery_id in handed else self.initial[channel.id]
+                delivery = _delivery(delivery_id, event, channel, initial, key)
                 fanned[self.new[n]].append(delivery)
         return [
             PublishResult(created[i], fanned[i], True)
@@ -426,6 +433,10 @@ def _new_delivery(
     return row
 
 
+#: A row the publish leased to a waiting dispatcher (`tidings.store.handoff`).
+_HANDED: Initial = (State.SENDING, None)
+
+
 def _delivery(
     delivery_id: int,
     event: Event,
@@ -440,7 +451,7 @@ def _delivery(
         event.id,
         channel.id,
         state,
-        0,  # attempts
+        1 if state is State.SENDING else 0,  # attempts: a handed row's counted (C1)
         event.created_at,  # next_attempt_at
         None,  # last_error
         None,  # failure

@@ -408,3 +408,14 @@ channels_version = Table(
     Column("id", Integer, primary_key=True, autoincrement=False),
     Column("version", BigInteger, nullable=False),
 )
+
+
+# The seats of dispatchers waiting for work (migration 0019, `tidings.store.handoff`): whose a
+# seat is and the lease it takes. Whether it is taken is its advisory lock's to say.
+express_seats = Table(
+    "express_seats",
+    metadata,
+    Column("seat", Integer, primary_key=True, autoincrement=False),
+    Column("owner", String(200), nullable=False),
+    Column("lease_s", Float, nullable=False),
+)

@@ -1,0 +1,186 @@
+"""Hand-offs (PostgreSQL): a single publish leases its rows to a taken seat and its
+notification carries them, wherever the express claim would have leased them; everywhere
+else the rows stay pending for the claims."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import asyncpg
+import pytest
+from sqlalchemy import text
+
+import tidings
+from tests.store.helpers import channel, states
+from tidings.core.states import State
+from tidings.store import handoff
+from tidings.store.notify import NOTIFY_CHANNEL
+
+OWNER = "seated-worker"
+
+
+class Seat:
+    """A dispatcher's LISTEN connection holding a seat, as `PostgresListener` takes one."""
+
+    def __init__(self, conn: Any, number: int) -> None:
+        self.conn = conn
+        self.number = number
+        self.heard: asyncio.Queue[str] = asyncio.Queue()
+
+    def hear(self, *args: Any) -> None:
+        self.heard.put_nowait(args[-1])
+
+    async def next_handoff(self) -> handoff.HandOff | None:
+        _hint, handed = handoff.split(await asyncio.wait_for(self.heard.get(), 10))
+        return handoff.decode(handed) if handed else None
+
+
+def _dsn(pg_url: str) -> str:
+    return pg_url.replace("postgresql+asyncpg", "postgresql").replace("+psycopg", "")
+
+
+@asynccontextmanager
+async def seated(pg_url: str, lease_s: float = 120.0) -> AsyncIterator[Seat]:
+    conn = await asyncpg.connect(_dsn(pg_url))
+    try:
+        number = await conn.fetchval(handoff.TAKE_SEAT)
+        assert number is not None
+        await conn.execute(handoff.CLAIM_SEAT, number, OWNER, lease_s)
+        seat = Seat(conn, number)
+        await conn.add_listener(NOTIFY_CHANNEL, seat.hear)
+        yield seat
+    finally:
+        await conn.close()
+
+
+async def _publish(hub: tidings.Hub, **fields: Any) -> tidings.PublishResult:
+    fields.setdefault("kind", "finding.created")
+    fields.setdefault("subject", "finding:1")
+    return await hub.publish(**fields)
+
+
+async def _warmed(hub: tidings.Hub) -> None:
+    """A first publish reads the channels; the next ones go on the store's own connection."""
+    await _publish(hub, kind="warming.up")
+
+
+async def test_a_publish_leases_its_row_to_the_taken_seat(pg_url: str) -> None:
+    async with tidings.Hub(pg_url) as hub, seated(pg_url, lease_s=90.0) as seat:
+        ch = await channel(hub)
+        await _warmed(hub)
+        await seat.next_handoff()
+        published = await _publish(hub, title="t", data={"n": 2**70}, labels={"k": "v"})
+        got = await seat.next_handoff()
+        assert got is not None
+        (delivery,) = published.deliveries
+        assert delivery.state is State.SENDING
+        assert delivery.attempts == 1
+        assert delivery.lease_token is None  # the answer never carries a lease's token
+        stored = (await states(hub))[delivery.id]
+        assert stored.state is State.SENDING
+        assert stored.attempts == 1
+        assert stored.lease_owner == OWNER
+        assert (got.seat, got.owner, got.lease_s) == (seat.number, OWNER, 90.0)
+        assert got.event == published.event  # E3: the whole event, big integers too
+        (row,) = got.rows
+        assert (row.delivery_id, row.channel_id) == (delivery.id, ch.id)
+        assert row.message_id == stored.message_id
+        assert row.token == stored.lease_token
+        assert row.channel_updated_at == ch.updated_at
+        (claim,) = got.claims({ch.id: ch})
+        assert claim.token == stored.lease_token
+        assert claim.ids == [delivery.id]
+        lease = (stored.next_attempt_at - stored.created_at).total_seconds()
+        assert lease == pytest.approx(90.0)
+        assert claim.lease_expires_at == stored.next_attempt_at
+
+
+async def test_no_seat_taken_no_handoff(pg_url: str) -> None:
+    """A seat whose holder is gone (its row stays, its lock went with the connection)."""
+    async with tidings.Hub(pg_url) as hub:
+        await channel(hub)
+        async with seated(pg_url):
+            pass
+        await _warmed(hub)
+        published = await _publish(hub)
+        (delivery,) = published.deliveries
+        assert delivery.state is State.PENDING
+        stored = (await states(hub))[delivery.id]
+        assert (stored.state, stored.attempts, stored.lease_owner) == (State.PENDING, 0, None)
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [{"rate_per_min": 60}, {"max_age_s": 3600}, {"mode": "digest"}, {"enabled": False}],
+    ids=["rate-limited", "deadline", "digest", "disabled"],
+)
+async def test_a_channel_that_needs_a_claim_is_not_handed(
+    pg_url: str, fields: dict[str, Any]
+) -> None:
+    async with tidings.Hub(pg_url) as hub, seated(pg_url) as seat:
+        plain = await channel(hub, "plain")
+        await channel(hub, "other", **fields)
+        await _warmed(hub)
+        await seat.next_handoff()
+        published = await _publish(hub)
+        got = await seat.next_handoff()
+        assert got is not None
+        assert [r.channel_id for r in got.rows] == [plain.id]
+        by_channel = {d.channel_id: d.state for d in published.deliveries}
+        assert by_channel[plain.id] is State.SENDING
+        assert State.SENDING not in {s for c, s in by_channel.items() if c != plain.id}
+
+
+async def test_a_paused_or_unhealthy_channel_is_not_handed(pg_url: str) -> None:
+    async with tidings.Hub(pg_url) as hub, seated(pg_url) as seat:
+        paused = await channel(hub, "paused")
+        broken = await channel(hub, "broken")
+        await _warmed(hub)
+        await seat.next_handoff()
+        async with hub.store.engine.begin() as conn:
+            await conn.execute(
+                text(
+                    "UPDATE rate_buckets SET paused_until = now() + interval '1 hour'"
+                    " WHERE channel_id = :c"
+                ),
+                {"c": paused.id},
+            )
+            await conn.execute(
+                text(
+                    "INSERT INTO channel_health (channel_id, state, consecutive_failures,"
+                    " backoff_s) VALUES (:c, 'open', 5, 1)"
+                ),
+                {"c": broken.id},
+            )
+        published = await _publish(hub)
+        assert await seat.next_handoff() is None
+        assert {d.state for d in published.deliveries} == {State.PENDING}
+
+
+async def test_an_event_too_big_for_the_notification_is_not_handed(pg_url: str) -> None:
+    async with tidings.Hub(pg_url) as hub, seated(pg_url) as seat:
+        await channel(hub)
+        await _warmed(hub)
+        await seat.next_handoff()
+        published = await _publish(hub, body="é" * handoff.MAX_EVENT_BYTES)
+        assert await seat.next_handoff() is None
+        assert [d.state for d in published.deliveries] == [State.PENDING]
+
+
+async def test_a_batch_is_not_handed(pg_url: str) -> None:
+    async with tidings.Hub(pg_url) as hub, seated(pg_url) as seat:
+        await channel(hub)
+        await _warmed(hub)
+        await seat.next_handoff()
+        results = await hub.publish_many([{"kind": "k", "subject": str(i)} for i in range(2)])
+        assert {d.state for r in results for d in r.deliveries} == {State.PENDING}
+        assert await seat.next_handoff() is None
+
+
+def test_an_unreadable_handoff_is_none() -> None:
+    assert handoff.decode('{"s": 1}') is None
+    assert handoff.decode("not json") is None
+    assert handoff.split("1,2") == ("1,2", "")
