@@ -83,6 +83,7 @@ def dispatcher_config(settings: Settings) -> DispatcherConfig:
         ),
         retention_days=settings.retention_days,
         retention_archive_dir=settings.retention_archive_dir,
+        handoffs=settings.handoffs,
     )
 
 

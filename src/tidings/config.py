@@ -38,6 +38,8 @@ class Settings(BaseSettings):
     #: Rows one realtime claim may lease (never more than the channel's rate budget).
     claim_size: int = Field(500, ge=1, le=5_000)
     grace_s: float = Field(20.0, ge=0, le=3600)
+    #: PostgreSQL: an idle worker waits for hand-offs, rows a single publish leases to it.
+    handoffs: bool = True
     #: H1: consecutive retryable failures that open a channel's circuit breaker.
     breaker_failures: int = Field(5, ge=1, le=1_000_000)
     #: H1: failing this long without a success disables a channel (default 5 days).

@@ -26,6 +26,7 @@ from tidings.core.errors import ConfigError, StoreError
 from tidings.core.model import Channel
 from tidings.core.redact import scrub, scrub_text
 from tidings.core.states import Mode
+from tidings.dispatch import handed
 from tidings.dispatch.digest import run_digest
 from tidings.dispatch.gate import ClaimGate
 from tidings.dispatch.jobs import CLAIMS_AHEAD, JobContext
@@ -37,6 +38,7 @@ from tidings.dispatch.slots import SendSlots
 from tidings.dispatch.wakeup import Wakeup
 from tidings.metrics import Metrics
 from tidings.store import Store
+from tidings.store.handoff import HandOff
 from tidings.store.notify import Hint, LocalNotifier
 
 log = logging.getLogger("tidings.dispatch")
@@ -85,6 +87,9 @@ class DispatcherConfig:
     #: R1: days ended rows are kept (0: keep everything), and where to archive them first.
     retention_days: float = 30.0
     retention_archive_dir: str | None = None
+    #: PostgreSQL: wait for hand-offs (`tidings.store.handoff`), so that a single publish
+    #: leases its rows to this dispatcher and it sends them without a claim.
+    handoffs: bool = True
 
 
 def check_lease(lease_s: float, largest_timeout: tuple[float, str] | None) -> None:
@@ -126,6 +131,15 @@ class Dispatcher:
         #: of it resting): an embedding program, or a test, can await it.
         self.idle = asyncio.Event()
         self._jobs: dict[int, asyncio.Task[bool]] = {}
+        #: Sends of what publishes handed over (`tidings.dispatch.handed`), with their rows.
+        self._handing: dict[asyncio.Task[None], int] = {}
+        self._handed_rows = 0
+        #: Handed rows in flight at which the dispatcher leaves its seat for now.
+        self._busy_rows = max(1, config.concurrency // 2)
+        self._seated = True
+        self._seat_changes: set[asyncio.Task[None]] = set()
+        #: True while the loop sleeps (waits for work).
+        self._sleeping = False
         #: Set when a job ends, so the loop looks again (it rings the wake-up, once however
         #: many jobs end).
         self._job_ended = False
@@ -222,6 +236,11 @@ class Dispatcher:
         log.info("dispatcher %s started on %s", self.config.worker_id, self.store.backend)
         hint: Hint = None
         wakeup.on_news = functools.partial(self._start_named, ctx)
+        self._seated = True
+        if self.config.handoffs:
+            await wakeup.take_seat(
+                self.config.worker_id, self.config.lease_s, functools.partial(self._handed, ctx)
+            )
         try:
             while not self._stopping.is_set():
                 try:
@@ -236,6 +255,43 @@ class Dispatcher:
                         await asyncio.wait_for(self._stopping.wait(), self.config.poll_interval_s)
         finally:
             wakeup.on_news = None
+
+    def _handed(self, ctx: JobContext, found: HandOff, late_s: float) -> None:
+        """Send what a publish handed over (`tidings.dispatch.handed`), in a task of its own,
+        started in the turn of the loop the notification was read in."""
+        heard_at = self._clock.monotonic()
+        sending = handed.send(ctx, found, heard_at, late_s, self._realtime)
+        task = asyncio.create_task(sending, name="handed")
+        self._handing[task] = len(found.rows)
+        task.add_done_callback(self._handed_done)
+        self.idle.clear()
+        self._handed_rows += len(found.rows)
+        if self._seated and self._handed_rows >= self._busy_rows:
+            self._seat_wanted(False)
+
+    def _seat_wanted(self, wanted: bool) -> None:
+        """A busy dispatcher leaves its seat, so that publishes hand their rows to another
+        that waits, or leave them to the claims (W1: rows spread over the dispatchers);
+        it takes one again once its hand-offs are few."""
+        self._seated = wanted
+        if self._wakeup is not None and not self._stopping.is_set():
+            task = asyncio.create_task(self._wakeup.seat_wanted(wanted), name="seat")
+            self._seat_changes.add(task)
+            task.add_done_callback(self._seat_changes.discard)
+
+    def _handed_done(self, task: asyncio.Task[None]) -> None:
+        self._handed_rows -= self._handing.pop(task, 0)
+        if not self._seated and self._handed_rows <= self._busy_rows // 4:
+            self._seat_wanted(True)
+        if not task.cancelled() and (error := task.exception()) is not None:
+            # Its rows wait out their lease, then go to the claims (C2); said once a run.
+            cause = " ".join(scrub(f"{type(error).__name__}: {error}").split())
+            held_back = self._failures.failed("handed", cause)
+            if held_back is not None:
+                more = f" (and {held_back} more times since it was last said)" if held_back else ""
+                log.error("sending a hand-off failed: %.300s%s", cause, more)
+        if self._sleeping and not self._jobs and not self._handing:
+            self.idle.set()
 
     def _start_named(self, ctx: JobContext, hint: frozenset[int]) -> frozenset[int]:
         """Start the jobs of the known realtime channels a wake-up names, in the turn of the
@@ -424,12 +480,14 @@ class Dispatcher:
         if self._start_by is not None:
             timeout = min(timeout, self._start_by - now)
         self._only_ended = False
-        if not self._jobs:
+        if not self._jobs and not self._handing:
             self.idle.set()
+        self._sleeping = True
         try:
             # Answers at once if a job ended, or a stop came, since the last sleep (rung).
             woken = self._stopping.is_set() or await wakeup.wait(timeout)
         finally:
+            self._sleeping = False
             self.idle.clear()
         if not woken:
             if self._job_ended:
@@ -454,11 +512,13 @@ class Dispatcher:
     async def _shutdown(self) -> None:
         """W3: let in-flight sends finish within the grace period, then cancel and give back."""
         self._stopping.set()
+        if self._wakeup is not None:
+            await self._wakeup.leave_seat()  # handed nothing more; what comes, given back
         if self._look is not None:
             self._look.cancel()
             await asyncio.gather(self._look, return_exceptions=True)
             self._look = None
-        jobs = list(self._jobs.values())
+        jobs = [*self._jobs.values(), *self._handing]
         if not jobs:
             return
         _, pending = await asyncio.wait(jobs, timeout=self.config.grace_s)

@@ -62,13 +62,13 @@ async def run_realtime(ctx: JobContext, channel: Channel, *, alone: bool = False
                 # of each job claiming again to find nothing. Sent in this task: nothing
                 # else is claimed meanwhile (the one claim of most small channels' jobs).
                 try:
-                    await _send_claim(ctx, claimed)
+                    await send_claim(ctx, claimed)
                 except Exception as error:
                     failure = error
                 finally:
                     claimed.queued.release()
                 break
-            task = asyncio.create_task(_send_claim(ctx, claimed))
+            task = asyncio.create_task(send_claim(ctx, claimed))
             # Released when the task ends however it ends (even cancelled before it ran).
             task.add_done_callback(functools.partial(_release, claimed.queued))
             running.add(task)
@@ -119,6 +119,9 @@ class Claimed:
     express: bool
     #: The channel's sweep is due and was left out of the claim: it runs beside the sends.
     sweep: bool = False
+    #: Handed over by a publish (`tidings.dispatch.handed`): its lease began before this
+    #: dispatcher heard of it, so even its first row goes only within `last_start`.
+    handed: bool = False
 
 
 async def _claim_next(ctx: JobContext, channel: Channel, *, alone: bool) -> Claimed | None:
@@ -203,7 +206,7 @@ def _release(queued: Queued, _task: asyncio.Task[None]) -> None:
     queued.release()
 
 
-async def _send_claim(ctx: JobContext, claimed: Claimed) -> None:
+async def send_claim(ctx: JobContext, claimed: Claimed) -> None:
     """Send every row of a realtime claim, at most `ctx.slots` at once across the dispatcher.
 
     A few lanes each take the next row until none is left, rather than a task per row: a
@@ -223,7 +226,8 @@ async def _send_claim(ctx: JobContext, claimed: Claimed) -> None:
     rows = iter(claim.items)
     results: list[SendResult] = []  # kept outside the lanes: a cancel must not forget a send
     waiting: dict[int, datetime] = {}  # delivery id -> start, of sends awaiting their answer
-    started = 0
+    # A claim's first row always goes (progress); a hand-off's was leased before it came.
+    started = 1 if claimed.handed else 0
 
     channel_id = claim.channel.id
 

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable
 
 from tidings.store import Store
-from tidings.store.notify import Hint, LocalNotifier, PostgresListener
+from tidings.store.notify import Hint, LocalNotifier, OnHandOff, PostgresListener
 
 log = logging.getLogger("tidings.dispatch.wakeup")
 #: Takes the channels a wake-up named, on the loop's thread, and answers those it left for
@@ -49,6 +49,42 @@ class Wakeup:
         #: their jobs in the turn of the loop the news came in, rather than in the turn its
         #: loop wakes in and the next, when the jobs it starts run.
         self.on_news: OnNews | None = None
+        #: While set: (owner, lease_s, taker) of the seat each LISTEN connection takes.
+        self._seat: tuple[str, float, OnHandOff] | None = None
+        self._seat_paused = False
+
+    async def take_seat(self, owner: str, lease_s: float, on_handoff: OnHandOff) -> None:
+        """Wait for hand-offs (`tidings.store.handoff`) on this and every later LISTEN
+        connection, for `owner` with leases of `lease_s`."""
+        self._seat = (owner, lease_s, on_handoff)
+        if self._listener is not None:
+            await self._seated(self._listener)
+
+    async def leave_seat(self) -> None:
+        """Wait for hand-offs no longer (a dispatcher that stops)."""
+        self._seat = None
+        if self._listener is not None:
+            await self._listener.leave_seat()
+
+    async def seat_wanted(self, wanted: bool) -> None:
+        """Leave the seat for now (False: a busy dispatcher, whose hand-offs would wait for
+        it while others idle), or take one again (True); the request stays."""
+        self._seat_paused = not wanted
+        if self._listener is None or self._seat is None:
+            return
+        if wanted:
+            await self._seated(self._listener)
+        else:
+            await self._listener.leave_seat()
+
+    async def _seated(self, listener: PostgresListener) -> None:
+        if self._seat is None or self._seat_paused:
+            return
+        try:
+            if await listener.take_seat(*self._seat) is None:
+                log.info("every seat for hand-offs is taken: this dispatcher claims its work")
+        except Exception as error:  # a claim then serves instead; the watch reconnects
+            log.warning("cannot take a seat for hand-offs: %s", error)
 
     def notify(self, hint: Hint = None) -> None:
         """Safe from any thread (the sync facade publishes from another one). On the loop's
@@ -167,6 +203,7 @@ class Wakeup:
             await listener.close()
             return False
         self._listener = listener
+        await self._seated(listener)
         return True
 
     async def _drop_listener(self) -> None:

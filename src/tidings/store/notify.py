@@ -7,13 +7,17 @@ a lost notification only costs latency, never a delivery.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
 import asyncpg
 from sqlalchemy.engine import URL
+
+from tidings.store import handoff
 
 log = logging.getLogger("tidings.store.notify")
 
@@ -28,6 +32,8 @@ MAX_HINT_CHARS = 7000
 #: Channel ids with new work, or None for "look at every channel".
 Hint = frozenset[int] | None
 OnWork = Callable[[Hint], None]
+#: Takes a hand-off to this connection's seat, and how long ago (s) its publish ran.
+OnHandOff = Callable[[handoff.HandOff, float], None]
 
 
 def encode_hint(channel_ids: Iterable[int]) -> str:
@@ -94,6 +100,13 @@ class PostgresListener:
         self._on_notify = on_notify
         self._on_lost = on_lost
         self._conn: Any = None
+        #: The seat this connection holds (`take_seat`), and who takes its hand-offs.
+        self.seat: int | None = None
+        self._on_handoff: OnHandOff | None = None
+        #: This host's clock less the database's, as measured when the seat was taken.
+        self._clock_offset_s = 0.0
+        #: One statement at a time on the connection (the driver refuses two).
+        self._turn = asyncio.Lock()
 
     async def start(self) -> None:
         self._conn = await asyncpg.connect(
@@ -114,14 +127,57 @@ class PostgresListener:
         self._heard(payload)
 
     def _heard(self, payload: str) -> None:
-        self._on_notify(decode_hint(payload))
+        hint, handed = handoff.split(payload)
+        if not handed:
+            self._on_notify(decode_hint(hint))
+            return
+        found = handoff.decode(handed)
+        named = decode_hint(hint)
+        if found is not None:
+            if found.seat == self.seat and self._on_handoff is not None:
+                late_s = time.time() - self._clock_offset_s - found.event.created_at.timestamp()
+                self._on_handoff(found, late_s)
+            if named is not None:
+                # The handed rows are leased: no one need claim them.
+                named -= found.channel_ids
+                if not named:
+                    return
+        self._on_notify(named)
+
+    async def take_seat(self, owner: str, lease_s: float, on_handoff: OnHandOff) -> int | None:
+        """Take a free seat (`tidings.store.handoff`) for as long as this connection lives, so
+        that publishes lease their rows to `owner` and `on_handoff` takes them; None when all
+        are taken. Measures the clock against the database's first, so that a hand-off's
+        lease is counted from the database's time (C4)."""
+        async with self._turn:
+            if self.seat is not None:
+                return self.seat
+            before = time.time()
+            server_now = await self._conn.fetchval("SELECT now()")
+            self._clock_offset_s = (before + time.time()) / 2 - server_now.timestamp()
+            self._on_handoff = on_handoff
+            seat: int | None = await self._conn.fetchval(handoff.TAKE_SEAT)
+            if seat is not None:
+                await self._conn.execute(handoff.CLAIM_SEAT, seat, owner, lease_s)
+            self.seat = seat
+            return seat
+
+    async def leave_seat(self) -> None:
+        """Give the seat up: publishes hand nothing more to it (one that tested it a moment
+        before may still: its notification is still heard until the connection closes)."""
+        async with self._turn:
+            seat, self.seat = self.seat, None
+            if seat is not None and self._conn is not None and not self._conn.is_closed():
+                with contextlib.suppress(OSError, asyncpg.PostgresError, TimeoutError):
+                    await self._conn.fetchval(handoff.LEAVE_SEAT, seat, timeout=5)
 
     async def healthy(self) -> bool:
         """A dead LISTEN connection hears nothing; check it answers, so it can be replaced."""
         if self._conn is None or self._conn.is_closed():
             return False
         try:
-            await self._conn.fetchval("SELECT 1", timeout=5)
+            async with self._turn:
+                await self._conn.fetchval("SELECT 1", timeout=5)
         except (OSError, asyncpg.PostgresError, TimeoutError) as error:
             log.warning("wake-up connection failed its health check: %s", error)
             return False

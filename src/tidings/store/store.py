@@ -352,12 +352,14 @@ class Store(Operations, AdminWrites, Reads):
         self, direct: Direct | None, asks: list[express.Ask]
     ) -> list[Claim | Exception | None]:
         if direct is not None and direct.serves():
-            claims = await express.claim_many_direct(direct, asks, self._load_channels)
+            claims = await express.claim_many_direct(direct, asks, self.load_channels)
         else:
             claims = await self._run(express.claim_many, asks, one_statement=True)
         return list(claims)
 
-    async def _load_channels(self, ids: list[int]) -> dict[int, Channel | None]:
+    async def load_channels(self, ids: list[int]) -> dict[int, Channel | None]:
+        """Channels by id, as stored now (None for one deleted)."""
+
         def op(conn: Connection, _clock: TxClock) -> dict[int, Channel | None]:
             return {i: channel_ops.load_channel(conn, i) for i in ids}
 
