@@ -171,7 +171,13 @@ async def _publish(rig: Rig, plan: Plan, stop: asyncio.Event, planned: asyncio.E
         due = began + at / plan.events_per_s
         await asyncio.sleep(max(0.0, due - loop.time()))
         batch = [next(events) for _ in range(BATCH)]
-        await rig.publisher.publish(batch)
+        if (at // BATCH) % 2:
+            # Every other batch one event at a time, as monitoring agents publish: a single
+            # publish may hand its rows to a waiting worker (PostgreSQL).
+            for event in batch:
+                await rig.publisher.publish([event])
+        else:
+            await rig.publisher.publish(batch)
         at += len(batch)
         if at >= plan.events:
             planned.set()
