@@ -11,13 +11,13 @@ from typing import Any
 
 import asyncpg
 import pytest
-from sqlalchemy import text
+from sqlalchemy import make_url, text
 
 import tidings
 from tests.store.helpers import channel, states
 from tidings.core.states import State
 from tidings.store import handoff
-from tidings.store.notify import NOTIFY_CHANNEL
+from tidings.store.notify import NOTIFY_CHANNEL, PostgresListener
 
 OWNER = "seated-worker"
 
@@ -184,3 +184,42 @@ def test_an_unreadable_handoff_is_none() -> None:
     assert handoff.decode('{"s": 1}') is None
     assert handoff.decode("not json") is None
     assert handoff.split("1,2") == ("1,2", "")
+
+
+async def test_e2_a_key_stored_before_hands_off_nothing(pg_url: str) -> None:
+    async with tidings.Hub(pg_url) as hub, seated(pg_url) as seat:
+        await channel(hub)
+        await _warmed(hub)
+        await seat.next_handoff()
+        first = await _publish(hub, idempotency_key="k-1")
+        got = await seat.next_handoff()
+        assert got is not None
+        assert got.event == first.event
+        again = await _publish(hub, idempotency_key="k-1")
+        assert again.event == first.event  # E2: the first event, nothing new
+        assert [r.delivery_id for r in got.rows] == [d.id for d in first.deliveries]
+        # The warming event's row (claimed by no one here) and the first's, handed.
+        stored = await states(hub)
+        assert sorted(d.state.value for d in stored.values()) == ["pending", "sending"]
+
+
+async def test_other_listeners_are_not_woken_for_handed_rows(pg_url: str) -> None:
+    """A dispatcher without the seat hears the notification too: the rows it names were
+    handed, so it has nothing to claim and is not woken for them."""
+    heard: asyncio.Queue[frozenset[int] | None] = asyncio.Queue()
+    listener = PostgresListener(make_url(pg_url), heard.put_nowait)
+    await listener.start()
+    try:
+        async with tidings.Hub(pg_url) as hub, seated(pg_url) as seat:
+            plain = await channel(hub, "plain", filter={"kinds": ["plain.*"]})
+            limited = await channel(hub, "limited", rate_per_min=60, filter={"kinds": ["rl.*"]})
+            await _publish(hub, kind="plain.warm")  # read through the engine: not handed
+            assert await asyncio.wait_for(heard.get(), 10) == frozenset({plain.id})
+            assert await seat.next_handoff() is None  # the same wake-up, heard by the seat
+            await _publish(hub, kind="plain.handed")
+            assert await seat.next_handoff() is not None
+            await _publish(hub, kind="rl.claimed")
+            # The next wake-up this listener has is the rate-limited channel's.
+            assert await asyncio.wait_for(heard.get(), 10) == frozenset({limited.id})
+    finally:
+        await listener.close()
