@@ -57,23 +57,28 @@ LEAVE_SEAT = f"SELECT pg_advisory_unlock({SEAT_LOCK_CLASS}, $1)"
 
 
 def seat_cte() -> str:
-    """`hand`: the taken seat the publish hands its rows to (at most one row), tested only
-    when a row could be handed (`servable`) and the event fits the notification (`doc`)."""
-    return f"""hand AS MATERIALIZED (
+    """`seat`: a taken seat, at most one (a seat whose lock is free is nobody's); `hand`: it,
+    where the event fits the notification (`doc`). Tested first, so that a publish with no
+    dispatcher waiting reads no channel and builds no document."""
+    return f"""seat AS MATERIALIZED (
     SELECT s.seat, s.owner, s.lease_s FROM express_seats AS s
-    WHERE EXISTS (SELECT FROM servable)
-        AND octet_length(CAST((SELECT doc FROM doc) AS text)) <= {MAX_EVENT_BYTES}
-        AND NOT pg_try_advisory_xact_lock_shared({SEAT_LOCK_CLASS}, s.seat)
+    WHERE NOT pg_try_advisory_xact_lock_shared({SEAT_LOCK_CLASS}, s.seat)
     LIMIT 1
+),
+hand AS MATERIALIZED (
+    SELECT * FROM seat
+    WHERE octet_length(CAST((SELECT doc FROM doc) AS text)) <= {MAX_EVENT_BYTES}
 )"""
 
 
 def servable_cte(channel_ids: str) -> str:
     """`servable`: the publish's channels the express claim would serve now (its
-    `_servable`, on the stored channel); `channel_ids`: the SQL of their ids."""
+    `_servable`, on the stored channel), read only when there is a seat to hand to;
+    `channel_ids`: the SQL of their ids."""
     return f"""servable AS MATERIALIZED (
     SELECT c.id, c.updated_at FROM channels AS c
-    WHERE c.id = ANY({channel_ids})
+    WHERE EXISTS (SELECT FROM hand)
+        AND c.id = ANY({channel_ids})
         AND c.enabled AND c.mode = 'realtime' AND c.rate_per_min <= 0
         AND c.max_age_s IS NULL
         AND NOT EXISTS (

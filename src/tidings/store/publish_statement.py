@@ -361,8 +361,8 @@ def _statement(
         ",\n".join(
             (
                 handoff_sql.doc_cte(now),
-                handoff_sql.servable_cte(_number_column("d_channel")),
                 handoff_sql.seat_cte(),
+                handoff_sql.servable_cte(_number_column("d_channel")),
                 handoff_sql.handed_cte(),
             )
         )
