@@ -94,7 +94,10 @@ class Store(Operations, AdminWrites, Reads):
         self._direct_express: Direct | None = claims() if direct else None
         self._direct_express_small: Direct | None = claims() if direct else None
         self._direct_sent: Direct | None = self._direct() if direct else None
-        self._direct_publish: Direct | None = self._direct() if direct else None
+        # A single publish that may hand off reads its few channels by key: as for the
+        # claims, a plan made while the table was small would scan all of it until the next
+        # ANALYZE (a publish took 0.64–0.72 ms beside 10,000 channels, 0.58–0.61 ms so).
+        self._direct_publish: Direct | None = self._direct(rows_by_index=True) if direct else None
         #: Express claims of this process, one statement for those asked at once; small
         #: ones (a quiet channel's) apart from large ones (a backlog's), so that they
         #: neither wait for a large claim's statement nor share it.
