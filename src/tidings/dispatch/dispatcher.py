@@ -204,6 +204,8 @@ class Dispatcher:
                 await self._shutdown()
                 self._wakeup = None
                 await wakeup.close()
+                if self._handing:  # handed between the seat's end and the connection's
+                    await asyncio.wait(list(self._handing), timeout=self.config.grace_s)
                 purging.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await purging
