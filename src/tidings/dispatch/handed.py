@@ -53,7 +53,10 @@ async def send(
     ctx.events.remember(claims[0] if claims else None)
     if ctx.metrics:
         ctx.metrics.claimed("realtime", len(claims))
-    await asyncio.gather(*(_send(ctx, claim, lease_ends) for claim in claims))
+    if len(claims) == 1:  # one channel (most events): no task to create and wait a turn for
+        await _send(ctx, claims[0], lease_ends)
+    else:
+        await asyncio.gather(*(_send(ctx, claim, lease_ends) for claim in claims))
 
 
 async def _send(ctx: JobContext, claim: Claim, lease_ends: float) -> None:
