@@ -8,6 +8,8 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any
 
+import psycopg
+
 import tidings
 from tidings.channels.base import Adapter
 from tidings.channels.netguard import parse_networks
@@ -17,6 +19,7 @@ from tidings.core.states import FINAL
 from tidings.dispatch import Dispatcher, DispatcherConfig
 from tidings.metrics import Metrics
 from tidings.store import Store
+from tidings.store.notify import APPLICATION_NAME
 
 LOOPBACK = parse_networks("127.0.0.0/8")
 
@@ -83,3 +86,16 @@ async def webhook(hub: tidings.Hub, url: str, name: str = "hook", **fields: Any)
     fields.setdefault("retry_backoff_s", 0.05)
     fields.setdefault("timeout_s", 5.0)
     return await hub.channels.create(name=name, kind="webhook", config=config, **fields)
+
+
+def kill_wakeup_connections(pg_url: str) -> int:
+    """End the LISTEN connections of the test's database (as a restart or a dropped network
+    would); how many there were."""
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        row = admin.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+            " WHERE application_name = %s AND datname = current_database()",
+            [APPLICATION_NAME],
+        ).fetchone()
+    assert row is not None
+    return int(row[0])

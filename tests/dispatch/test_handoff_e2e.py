@@ -13,13 +13,12 @@ import psycopg
 import pytest
 
 import tidings
-from tests.dispatch.helpers import eventually, running, settled, webhook
+from tests.dispatch.helpers import eventually, kill_wakeup_connections, running, settled, webhook
 from tests.sink import Answer, Sink
 from tidings.core.states import State
 from tidings.dispatch.sending import INTERRUPTED_ERROR
 from tidings.store import Store
 from tidings.store.handoff import SEAT_LOCK_CLASS
-from tidings.store.notify import APPLICATION_NAME
 
 
 class CountedClaims(Store):
@@ -154,13 +153,7 @@ async def test_a_dispatcher_that_listens_again_takes_a_seat_again(
         async with running(hub, store=store, poll_interval_s=10.0) as dispatcher:
             await asyncio.wait_for(dispatcher.idle.wait(), 5)
             await _first_event_through(producer, sink)
-            with psycopg.connect(pg_url, autocommit=True) as admin:
-                killed = admin.execute(
-                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
-                    " WHERE application_name = %s AND datname = current_database()",
-                    [APPLICATION_NAME],
-                ).fetchone()
-            assert killed == (1,)
+            assert kill_wakeup_connections(pg_url) == 1
             # Its seat went with its connection: this one is claimed, not handed.
             published = await producer.publish(kind="a.b", subject="while deaf")
             assert [d.state for d in published.deliveries] == [State.PENDING]

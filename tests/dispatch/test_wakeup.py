@@ -13,12 +13,11 @@ import psycopg
 import pytest
 
 import tidings
-from tests.dispatch.helpers import eventually, running, webhook
+from tests.dispatch.helpers import eventually, kill_wakeup_connections, running, webhook
 from tests.sink import Answer, Sink
 from tidings.dispatch.wakeup import DEAF_POLL_S, Wakeup
 from tidings.store import Store
 from tidings.store.notify import (
-    APPLICATION_NAME,
     MAX_HINT_CHARS,
     NOTIFY_CHANNEL,
     Hint,
@@ -213,13 +212,7 @@ async def test_a_lost_listen_connection_is_noticed_at_once_and_replaced(
         await webhook(hub, sink.url("/hook"))
         async with running(hub, poll_interval_s=10.0) as dispatcher:
             await asyncio.wait_for(dispatcher.idle.wait(), 5)
-            with psycopg.connect(pg_url, autocommit=True) as admin:
-                killed = admin.execute(
-                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
-                    " WHERE application_name = %s AND datname = current_database()",
-                    [APPLICATION_NAME],
-                ).fetchone()
-            assert killed == (1,)
+            assert kill_wakeup_connections(pg_url) == 1
             # Another process's publish: only NOTIFY or a poll can tell this dispatcher.
             sent_at = time.monotonic()
             await producer.publish(kind="a.b", subject="while deaf")

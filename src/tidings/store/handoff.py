@@ -22,7 +22,7 @@ Everything else, and every publish with no seat taken, stays `pending` for the c
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -88,27 +88,15 @@ def servable_cte(channel_ids: str) -> str:
 )"""
 
 
-def doc_cte(now: str) -> str:
-    """`doc`: the event as its notification carries it, as `Event`'s fields."""
+def doc_cte(now: str, columns: Iterable[str], json_columns: Container[str]) -> str:
+    """`doc`: the event as its notification carries it, `Event`'s fields: its id, its
+    `columns` as given (`json_columns` as JSON) and its time."""
     fields = ", ".join(
-        f"'{name}', g.{name}"
-        for name in (
-            "id",
-            "kind",
-            "subject",
-            "severity",
-            "title",
-            "body",
-            "url",
-            "tenant",
-            "idempotency_key",
-            "traceparent",
-        )
+        f"'{name}', CAST(g.{name} AS json)" if name in json_columns else f"'{name}', g.{name}"
+        for name in columns
     )
     return f"""doc AS MATERIALIZED (
-    SELECT json_build_object({fields},
-        'labels', CAST(g.labels AS json), 'data', CAST(g.data AS json),
-        'created_at', {now}) AS doc
+    SELECT json_build_object('id', g.id, {fields}, 'created_at', {now}) AS doc
     FROM given AS g
 )"""
 
@@ -203,21 +191,8 @@ def decode(handed: str) -> HandOff | None:
     try:
         doc = jsontext.loads(handed)
         event_doc = doc["e"]
-        event = Event(
-            id=event_doc["id"],
-            kind=event_doc["kind"],
-            subject=event_doc["subject"],
-            severity=rows.SEVERITIES[event_doc["severity"]],
-            title=event_doc["title"],
-            body=event_doc["body"],
-            url=event_doc["url"],
-            labels=event_doc["labels"],
-            data=event_doc["data"],
-            tenant=event_doc["tenant"],
-            idempotency_key=event_doc["idempotency_key"],
-            created_at=_utc(event_doc["created_at"]),
-            traceparent=event_doc["traceparent"],
-        )
+        event_doc["created_at"] = _utc(event_doc["created_at"])
+        event = rows.event(event_doc)
         handed_rows = [
             HandedRow(int(d), int(c), str(m), str(t), _utc(u)) for d, c, m, t, u in doc["r"]
         ]

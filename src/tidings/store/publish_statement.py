@@ -360,7 +360,7 @@ def _statement(
     handing = (
         ",\n".join(
             (
-                handoff_sql.doc_cte(now),
+                handoff_sql.doc_cte(now, EVENT_COLUMNS, _JSON_COLUMNS),
                 handoff_sql.seat_cte(),
                 handoff_sql.servable_cte(_number_column("d_channel")),
                 handoff_sql.handed_cte(),
