@@ -46,9 +46,8 @@ def _dsn(pg_url: str) -> str:
 async def seated(pg_url: str, lease_s: float = 120.0) -> AsyncIterator[Seat]:
     conn = await asyncpg.connect(_dsn(pg_url))
     try:
-        number = await conn.fetchval(handoff.TAKE_SEAT)
+        number = await conn.fetchval(handoff.TAKE_SEAT, OWNER, lease_s)
         assert number is not None
-        await conn.execute(handoff.CLAIM_SEAT, number, OWNER, lease_s)
         seat = Seat(conn, number)
         await conn.add_listener(NOTIFY_CHANNEL, seat.hear)
         yield seat
@@ -222,4 +221,38 @@ async def test_other_listeners_are_not_woken_for_handed_rows(pg_url: str) -> Non
             # The next wake-up this listener has is the rate-limited channel's.
             assert await asyncio.wait_for(heard.get(), 10) == frozenset({limited.id})
     finally:
+        await listener.close()
+
+
+async def test_a_seat_left_still_takes_what_names_it_and_its_owner(pg_url: str) -> None:
+    """A publish that tested the seat just before it was left hands off to it still: the
+    notification names the seat and its owner, and only that owner takes it — not whoever
+    takes the seat next."""
+    taken: asyncio.Queue[handoff.HandOff] = asyncio.Queue()
+    listener = PostgresListener(make_url(pg_url), lambda _hint: None)
+    await listener.start()
+    raw = await asyncpg.connect(_dsn(pg_url))
+    payloads: asyncio.Queue[str] = asyncio.Queue()
+    await raw.add_listener(NOTIFY_CHANNEL, lambda *args: payloads.put_nowait(args[-1]))
+    try:
+        async with tidings.Hub(pg_url) as hub:
+            await channel(hub)
+            await _warmed(hub)
+            await asyncio.wait_for(payloads.get(), 10)
+            number = await listener.take_seat(OWNER, 120.0, lambda h, _late: taken.put_nowait(h))
+            assert number is not None
+            published = await _publish(hub)
+            payload = await asyncio.wait_for(payloads.get(), 10)
+            first = await asyncio.wait_for(taken.get(), 10)
+            assert [r.delivery_id for r in first.rows] == [d.id for d in published.deliveries]
+            await listener.leave_seat()
+            other = payload.replace(f'"o" : "{OWNER}"', '"o" : "someone-else"')
+            assert other != payload
+            for late in (other, payload):  # as if published before the seat was left
+                await raw.execute("SELECT pg_notify($1, $2)", NOTIFY_CHANNEL, late)
+            again = await asyncio.wait_for(taken.get(), 10)
+            assert again.owner == OWNER  # the other owner's was not taken
+            assert taken.empty()
+    finally:
+        await raw.close()
         await listener.close()

@@ -43,15 +43,17 @@ MAX_EVENT_BYTES = 6000
 #: Separates the channels a notification names (`notify.encode_hint`) from its hand-off.
 MARK = "|"
 
-#: Takes the first free seat on a LISTEN connection, answering its number (None: all taken).
+#: Takes the first free seat on a LISTEN connection for an owner ($1) and lease ($2),
+#: answering its number (no row: all taken). The lock and the row naming its owner go in one
+#: statement; a publish that sees the lock before the row commits names the seat's owner
+#: before, and only that owner takes its hand-off (`PostgresListener`), so no two do.
 TAKE_SEAT = f"""
-SELECT s FROM generate_series(0, {SEATS - 1}) AS s
+INSERT INTO express_seats (seat, owner, lease_s)
+SELECT s, $1, $2 FROM generate_series(0, {SEATS - 1}) AS s
 WHERE pg_try_advisory_lock({SEAT_LOCK_CLASS}, s)
-LIMIT 1"""
-#: Says whose the seat just taken is (seat, owner, lease_s).
-CLAIM_SEAT = """
-INSERT INTO express_seats (seat, owner, lease_s) VALUES ($1, $2, $3)
-ON CONFLICT (seat) DO UPDATE SET owner = excluded.owner, lease_s = excluded.lease_s"""
+LIMIT 1
+ON CONFLICT (seat) DO UPDATE SET owner = excluded.owner, lease_s = excluded.lease_s
+RETURNING seat"""
 #: Gives a seat up, before its connection closes (its lock ends with it anyway).
 LEAVE_SEAT = f"SELECT pg_advisory_unlock({SEAT_LOCK_CLASS}, $1)"
 

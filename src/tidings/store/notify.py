@@ -102,6 +102,11 @@ class PostgresListener:
         self._conn: Any = None
         #: The seat this connection holds (`take_seat`), and who takes its hand-offs.
         self.seat: int | None = None
+        #: The owner this connection's seats were taken for, and every seat it has held: a
+        #: publish that tested a seat just before it was left still hands off to it (its
+        #: notification names the seat and its owner), so what names them is taken still.
+        self._owner: str | None = None
+        self._held: set[int] = set()
         self._on_handoff: OnHandOff | None = None
         #: This host's clock less the database's, as measured when the seat was taken.
         self._clock_offset_s = 0.0
@@ -134,7 +139,8 @@ class PostgresListener:
         found = handoff.decode(handed)
         named = decode_hint(hint)
         if found is not None:
-            if found.seat == self.seat and self._on_handoff is not None:
+            mine = found.owner == self._owner and found.seat in self._held
+            if mine and self._on_handoff is not None:
                 late_s = time.time() - self._clock_offset_s - found.event.created_at.timestamp()
                 self._on_handoff(found, late_s)
             if named is not None:
@@ -156,15 +162,16 @@ class PostgresListener:
             server_now = await self._conn.fetchval("SELECT now()")
             self._clock_offset_s = (before + time.time()) / 2 - server_now.timestamp()
             self._on_handoff = on_handoff
-            seat: int | None = await self._conn.fetchval(handoff.TAKE_SEAT)
-            if seat is not None:
-                await self._conn.execute(handoff.CLAIM_SEAT, seat, owner, lease_s)
+            seat: int | None = await self._conn.fetchval(handoff.TAKE_SEAT, owner, lease_s)
             self.seat = seat
+            self._owner = owner
+            if seat is not None:
+                self._held.add(seat)
             return seat
 
     async def leave_seat(self) -> None:
         """Give the seat up: publishes hand nothing more to it (one that tested it a moment
-        before may still: its notification is still heard until the connection closes)."""
+        before may still: its notification is still taken, until the connection closes)."""
         async with self._turn:
             seat, self.seat = self.seat, None
             if seat is not None and self._conn is not None and not self._conn.is_closed():
