@@ -57,6 +57,12 @@ class Metrics:
             ["mode"],
             registry=self.registry,
         )
+        self.handed = Counter(
+            "tidings_handed_deliveries_total",
+            "Deliveries a publish leased to this worker without a claim (hand-offs; counted"
+            " in tidings_claimed_deliveries_total too)",
+            registry=self.registry,
+        )
         self.fenced_writes = Counter(
             "tidings_fenced_writes_total",
             "Stale writes refused by lease fencing (this process)",

@@ -17,6 +17,7 @@ from tests.dispatch.helpers import eventually, kill_wakeup_connections, running,
 from tests.sink import Answer, Sink
 from tidings.core.states import State
 from tidings.dispatch.sending import INTERRUPTED_ERROR
+from tidings.metrics import Metrics
 from tidings.store import Store
 from tidings.store.handoff import SEAT_LOCK_CLASS
 
@@ -54,9 +55,10 @@ async def test_an_idle_dispatcher_sends_a_handed_row_without_a_claim(
     pg_url: str, sink: Sink
 ) -> None:
     store = CountedClaims(pg_url)
+    metrics = Metrics(store)
     async with tidings.Hub(pg_url) as hub, tidings.Hub(pg_url) as producer:
         await webhook(hub, sink.url("/hook"))
-        async with running(hub, store=store, worker_id="seated") as dispatcher:
+        async with running(hub, store=store, worker_id="seated", metrics=metrics) as dispatcher:
             await asyncio.wait_for(dispatcher.idle.wait(), 5)
             await _first_event_through(producer, sink)
             await asyncio.wait_for(dispatcher.idle.wait(), 5)
@@ -74,6 +76,9 @@ async def test_an_idle_dispatcher_sends_a_handed_row_without_a_claim(
         assert (sent.state, sent.attempts) == (State.SENT, 1)  # O1
         (attempt,) = (await hub.store.get_delivery(delivery.id)).attempts_log
         assert attempt.worker_id == "seated"  # O7
+        scrape = (await metrics.render()).decode()
+        assert "tidings_handed_deliveries_total 1.0" in scrape
+        assert 'tidings_claimed_deliveries_total{mode="realtime"} 2.0' in scrape
     await store.close()
 
 

@@ -62,6 +62,7 @@ async def test_the_scrape_follows_prometheus_conventions(hub: tidings.Hub) -> No
         "tidings_attempts",
         "tidings_claimed_deliveries",
         "tidings_fenced_writes",
+        "tidings_handed_deliveries",
         "tidings_purged_rows",
     }
     assert all(s.name.endswith("_total") for f in counters for s in f.samples)

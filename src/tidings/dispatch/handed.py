@@ -53,6 +53,7 @@ async def send(
     ctx.events.remember(claims[0] if claims else None)
     if ctx.metrics:
         ctx.metrics.claimed("realtime", len(claims))
+        ctx.metrics.handed.inc(len(claims))
     if len(claims) == 1:  # one channel (most events): no task to create and wait a turn for
         await _send(ctx, claims[0], lease_ends)
     else:
