@@ -46,9 +46,9 @@ def _dsn(pg_url: str) -> str:
 async def seated(pg_url: str, lease_s: float = 120.0) -> AsyncIterator[Seat]:
     conn = await asyncpg.connect(_dsn(pg_url))
     try:
-        number = await conn.fetchval(handoff.TAKE_SEAT, OWNER, lease_s)
-        assert number is not None
-        seat = Seat(conn, number)
+        taken = await handoff.take_seat(conn, OWNER, lease_s)
+        assert taken is not None
+        seat = Seat(conn, taken.number)
         await conn.add_listener(NOTIFY_CHANNEL, seat.hear)
         yield seat
     finally:
@@ -224,13 +224,18 @@ async def test_other_listeners_are_not_woken_for_handed_rows(pg_url: str) -> Non
         await listener.close()
 
 
-async def test_a_seat_left_still_takes_what_names_it_and_its_owner(pg_url: str) -> None:
+async def test_a_seat_left_still_takes_what_was_handed_to_it_and_no_one_else_does(
+    pg_url: str,
+) -> None:
     """A publish that tested the seat just before it was left hands off to it still: the
-    notification names the seat and its owner, and only that owner takes it — not whoever
-    takes the seat next."""
+    notification names the seat's generation, and only the connection that took it takes
+    it — not whoever takes the seat next, under a generation of its own."""
     taken: asyncio.Queue[handoff.HandOff] = asyncio.Queue()
+    next_taken: asyncio.Queue[handoff.HandOff] = asyncio.Queue()
     listener = PostgresListener(make_url(pg_url), lambda _hint: None)
+    after = PostgresListener(make_url(pg_url), lambda _hint: None)
     await listener.start()
+    await after.start()
     raw = await asyncpg.connect(_dsn(pg_url))
     payloads: asyncio.Queue[str] = asyncio.Queue()
     await raw.add_listener(NOTIFY_CHANNEL, lambda *args: payloads.put_nowait(args[-1]))
@@ -246,13 +251,18 @@ async def test_a_seat_left_still_takes_what_names_it_and_its_owner(pg_url: str) 
             first = await asyncio.wait_for(taken.get(), 10)
             assert [r.delivery_id for r in first.rows] == [d.id for d in published.deliveries]
             await listener.leave_seat()
-            other = payload.replace(f'"o" : "{OWNER}"', '"o" : "someone-else"')
-            assert other != payload
-            for late in (other, payload):  # as if published before the seat was left
-                await raw.execute("SELECT pg_notify($1, $2)", NOTIFY_CHANNEL, late)
-            again = await asyncio.wait_for(taken.get(), 10)
-            assert again.owner == OWNER  # the other owner's was not taken
+            again = await after.take_seat(OWNER, 120.0, lambda h, _late: next_taken.put_nowait(h))
+            assert again == number  # the same seat, taken again
+            # As if published just before the seat was left: the first taker takes it again,
+            # the next one does not.
+            await raw.execute("SELECT pg_notify($1, $2)", NOTIFY_CHANNEL, payload)
+            assert (await asyncio.wait_for(taken.get(), 10)).generation == first.generation
+            second = await _publish(hub, subject="finding:2")
+            mine = await asyncio.wait_for(next_taken.get(), 10)
+            assert [r.delivery_id for r in mine.rows] == [d.id for d in second.deliveries]
+            assert next_taken.empty()  # it took the second publish's alone
             assert taken.empty()
     finally:
         await raw.close()
         await listener.close()
+        await after.close()

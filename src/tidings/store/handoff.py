@@ -10,29 +10,41 @@ statement that stores them, and its NOTIFY carries the rows and their event (E3)
 Only where the express claim would have leased the rows (`express._servable`: an enabled
 realtime channel without a rate limit, a deadline, a provider's pause or an unhealthy
 breaker), only for a publish of one event with few deliveries, an event small enough for
-the notification, and only to a **seat** that is taken: each listening dispatcher holds one,
-a session advisory lock on its LISTEN connection, with a row of `express_seats` saying whose
-it is and the lease it takes. The publish tests the lock (`pg_try_advisory_xact_lock_shared`
-fails only while the seat's holder lives), so a dispatcher that died, or whose connection
-dropped, is handed nothing. Should it die after the publish tested its seat, its rows wait
-out their lease like any claim's (C2).
+the notification, and only to a **seat** that is taken: each listening dispatcher holds one
+(`take_seat`), with a row of `express_seats` saying whose it is, the lease it takes and the
+generation of this taking, and a session advisory lock on that generation, held by its
+LISTEN connection. The publish tests the lock (`pg_try_advisory_xact_lock_shared` fails only
+while it is held), so a dispatcher that died, or whose connection dropped, is handed
+nothing. Should it die after the publish tested its seat, its rows wait out their lease like
+any claim's (C2).
+
+The notification names the generation, and only the connection that took it takes the
+hand-off: a dispatcher that has just left its seat still takes what a publish handed it a
+moment before, and the next to take the seat — under a generation of its own, locked only
+once its row is in — never takes it too.
 
 Everything else, and every publish with no seat taken, stays `pending` for the claims.
 """
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from tidings.core import jsontext
 from tidings.core.model import Channel, Claim, ClaimedDelivery, Delivery, Event
 from tidings.core.states import State
 from tidings.store import rows
 
-#: The first key of the seats' advisory locks (the second is the seat): "td" in ASCII.
+#: The first key of the advisory lock on a seat's number (the second is the number), held
+#: by whoever takes the seat: "td" in ASCII.
 SEAT_LOCK_CLASS = 0x7464
+#: The first key of the lock on a seat's generation (the second is the generation): held
+#: once the seat's row names it, it says the seat is taken.
+LIVE_LOCK_CLASS = 0x7465
 #: Seats there are: the dispatchers that can wait for hand-offs at once.
 SEATS = 16
 #: The most deliveries a publish hands off: its notification names each one.
@@ -43,19 +55,46 @@ MAX_EVENT_BYTES = 6000
 #: Separates the channels a notification names (`notify.encode_hint`) from its hand-off.
 MARK = "|"
 
-#: Takes the first free seat on a LISTEN connection for an owner ($1) and lease ($2),
-#: answering its number (no row: all taken). The lock and the row naming its owner go in one
-#: statement; a publish that sees the lock before the row commits names the seat's owner
-#: before, and only that owner takes its hand-off (`PostgresListener`), so no two do.
-TAKE_SEAT = f"""
-INSERT INTO express_seats (seat, owner, lease_s)
-SELECT s, $1, $2 FROM generate_series(0, {SEATS - 1}) AS s
+_CHOOSE_SEAT = f"""
+SELECT s FROM generate_series(0, {SEATS - 1}) AS s
 WHERE pg_try_advisory_lock({SEAT_LOCK_CLASS}, s)
-LIMIT 1
-ON CONFLICT (seat) DO UPDATE SET owner = excluded.owner, lease_s = excluded.lease_s
-RETURNING seat"""
-#: Gives a seat up, before its connection closes (its lock ends with it anyway).
-LEAVE_SEAT = f"SELECT pg_advisory_unlock({SEAT_LOCK_CLASS}, $1)"
+LIMIT 1"""
+_NAME_SEAT = """
+INSERT INTO express_seats (seat, owner, lease_s, generation) VALUES ($1, $2, $3, $4)
+ON CONFLICT (seat) DO UPDATE
+SET owner = excluded.owner, lease_s = excluded.lease_s, generation = excluded.generation"""
+_OPEN_SEAT = f"SELECT pg_try_advisory_lock({LIVE_LOCK_CLASS}, $1)"
+_LEAVE_SEAT = (
+    f"SELECT pg_advisory_unlock({LIVE_LOCK_CLASS}, $2), pg_advisory_unlock({SEAT_LOCK_CLASS}, $1)"
+)
+
+
+@dataclass(frozen=True)
+class Seat:
+    number: int
+    generation: int
+
+
+async def take_seat(conn: Any, owner: str, lease_s: float) -> Seat | None:
+    """Take the first free seat on `conn` (an asyncpg connection, for as long as it lives)
+    for `owner` and its lease; None when all are taken. Its number first, then its row under
+    a new generation, then — the row committed — the generation's lock: a publish that sees
+    that lock reads the row that names it."""
+    number = await conn.fetchval(_CHOOSE_SEAT)
+    if number is None:
+        return None
+    for _ in range(3):  # a generation another seat holds (one in two billion): another
+        generation = 1 + secrets.randbelow(2**31 - 1)
+        await conn.execute(_NAME_SEAT, number, owner, lease_s, generation)
+        if await conn.fetchval(_OPEN_SEAT, generation):
+            return Seat(int(number), generation)
+    await conn.fetchval(f"SELECT pg_advisory_unlock({SEAT_LOCK_CLASS}, $1)", number)
+    return None
+
+
+async def leave_seat(conn: Any, seat: Seat) -> None:
+    """Give the seat up: publishes hand nothing more to it."""
+    await conn.fetchval(_LEAVE_SEAT, seat.number, seat.generation, timeout=5)
 
 
 def seat_cte() -> str:
@@ -63,8 +102,8 @@ def seat_cte() -> str:
     where the event fits the notification (`doc`). Tested first, so that a publish with no
     dispatcher waiting reads no channel and builds no document."""
     return f"""seat AS MATERIALIZED (
-    SELECT s.seat, s.owner, s.lease_s FROM express_seats AS s
-    WHERE NOT pg_try_advisory_xact_lock_shared({SEAT_LOCK_CLASS}, s.seat)
+    SELECT s.seat, s.owner, s.lease_s, s.generation FROM express_seats AS s
+    WHERE NOT pg_try_advisory_xact_lock_shared({LIVE_LOCK_CLASS}, s.generation)
     LIMIT 1
 ),
 hand AS MATERIALIZED (
@@ -115,7 +154,8 @@ def payload_sql() -> str:
     """The hand-off the notification carries after `MARK` ('' when nothing was handed)."""
     return f"""COALESCE((
     SELECT '{MARK}' || json_build_object(
-        's', hd.seat, 'o', hd.owner, 'l', hd.lease_s, 'e', (SELECT doc FROM doc),
+        's', hd.seat, 'g', hd.generation, 'o', hd.owner, 'l', hd.lease_s,
+        'e', (SELECT doc FROM doc),
         'r', (
             SELECT json_agg(json_build_array(f.id, f.channel_id, f.message_id, f.lease_token,
                 h.updated_at) ORDER BY f.id)
@@ -141,6 +181,8 @@ class HandedRow:
 @dataclass(frozen=True)
 class HandOff:
     seat: int
+    #: The seat's taking it was handed to (`take_seat`): only that connection takes it.
+    generation: int
     owner: str
     lease_s: float
     event: Event
@@ -198,7 +240,8 @@ def decode(handed: str) -> HandOff | None:
         handed_rows = [
             HandedRow(int(d), int(c), str(m), str(t), _utc(u)) for d, c, m, t, u in doc["r"]
         ]
-        return HandOff(int(doc["s"]), str(doc["o"]), float(doc["l"]), event, handed_rows)
+        seat, generation, owner, lease_s = int(doc["s"]), int(doc["g"]), str(doc["o"]), doc["l"]
+        return HandOff(seat, generation, owner, float(lease_s), event, handed_rows)
     except (KeyError, TypeError, ValueError):  # a JSON error is a ValueError
         return None
 

@@ -101,13 +101,11 @@ class PostgresListener:
         self._on_lost = on_lost
         self._conn: Any = None
         #: The seat this connection holds (`take_seat`), and who takes its hand-offs.
-        self.seat: int | None = None
-        #: The owner this connection's seats were taken for, and every seat it has held: a
-        #: publish that tested a seat just before it was left still hands off to it (its
-        #: notification names the seat and its owner), so what names them is taken still.
-        self._owner: str | None = None
+        self.seat: handoff.Seat | None = None
+        #: Every generation of a seat this connection has taken: a publish that tested a
+        #: seat just before it was left still hands off to it (its notification names the
+        #: generation), so what names one is taken still, and by this connection alone.
         self._held: set[int] = set()
-        self._on_handoff: OnHandOff | None = None
         #: This host's clock less the database's, as measured when the seat was taken.
         self._clock_offset_s = 0.0
         #: One statement at a time on the connection (the driver refuses two).
@@ -139,8 +137,7 @@ class PostgresListener:
         found = handoff.decode(handed)
         named = decode_hint(hint)
         if found is not None:
-            mine = found.owner == self._owner and found.seat in self._held
-            if mine and self._on_handoff is not None:
+            if found.generation in self._held and self._on_handoff is not None:
                 late_s = time.time() - self._clock_offset_s - found.event.created_at.timestamp()
                 self._on_handoff(found, late_s)
             if named is not None:
@@ -152,22 +149,19 @@ class PostgresListener:
 
     async def take_seat(self, owner: str, lease_s: float, on_handoff: OnHandOff) -> int | None:
         """Take a free seat (`tidings.store.handoff`) for as long as this connection lives, so
-        that publishes lease their rows to `owner` and `on_handoff` takes them; None when all
-        are taken. Measures the clock against the database's first, so that a hand-off's
-        lease is counted from the database's time (C4)."""
+        that publishes lease their rows to `owner` and `on_handoff` takes them; its number,
+        None when all are taken. Measures the clock against the database's first, so that a
+        hand-off's lease is counted from the database's time (C4)."""
         async with self._turn:
-            if self.seat is not None:
-                return self.seat
-            before = time.time()
-            server_now = await self._conn.fetchval("SELECT now()")
-            self._clock_offset_s = (before + time.time()) / 2 - server_now.timestamp()
-            self._on_handoff = on_handoff
-            seat: int | None = await self._conn.fetchval(handoff.TAKE_SEAT, owner, lease_s)
-            self.seat = seat
-            self._owner = owner
-            if seat is not None:
-                self._held.add(seat)
-            return seat
+            if self.seat is None:
+                before = time.time()
+                server_now = await self._conn.fetchval("SELECT now()")
+                self._clock_offset_s = (before + time.time()) / 2 - server_now.timestamp()
+                self._on_handoff = on_handoff
+                self.seat = await handoff.take_seat(self._conn, owner, lease_s)
+                if self.seat is not None:
+                    self._held.add(self.seat.generation)
+            return None if self.seat is None else self.seat.number
 
     async def leave_seat(self) -> None:
         """Give the seat up: publishes hand nothing more to it (one that tested it a moment
@@ -176,7 +170,7 @@ class PostgresListener:
             seat, self.seat = self.seat, None
             if seat is not None and self._conn is not None and not self._conn.is_closed():
                 with contextlib.suppress(OSError, asyncpg.PostgresError, TimeoutError):
-                    await self._conn.fetchval(handoff.LEAVE_SEAT, seat, timeout=5)
+                    await handoff.leave_seat(self._conn, seat)
 
     async def healthy(self) -> bool:
         """A dead LISTEN connection hears nothing; check it answers, so it can be replaced."""

@@ -411,11 +411,13 @@ channels_version = Table(
 
 
 # The seats of dispatchers waiting for work (migration 0019, `tidings.store.handoff`): whose a
-# seat is and the lease it takes. Whether it is taken is its advisory lock's to say.
+# seat is, the lease it takes and the generation of its taking. Whether it is taken is its
+# generation's advisory lock's to say.
 express_seats = Table(
     "express_seats",
     metadata,
     Column("seat", Integer, primary_key=True, autoincrement=False),
     Column("owner", String(200), nullable=False),
     Column("lease_s", Float, nullable=False),
+    Column("generation", Integer, nullable=False),
 )
