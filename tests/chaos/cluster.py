@@ -17,8 +17,12 @@ import psycopg
 
 from tests.chaos.procs import free_port
 
-#: Small on purpose: "connection limit exhausted" must be reachable quickly.
-MAX_CONNECTIONS = 40
+#: Small on purpose: "connection limit exhausted" must be reachable quickly. Yet above what
+#: the rig uses at its peak — each worker's pool, LISTEN and own statement connections, a
+#: killed worker's replacement beside the backends it left, the publisher's, serve's and the
+#: settle loop's — which filled the 37 slots of a limit of 40 once single publishes took
+#: their own connection.
+MAX_CONNECTIONS = 60
 #: The role tidings connects as (its databases' owner, not a superuser).
 APP_ROLE = "tidings"
 #: The application_name of a worker's LISTEN connection.
