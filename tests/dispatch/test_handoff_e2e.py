@@ -258,3 +258,23 @@ async def test_a_dispatcher_without_handoffs_takes_no_seat(pg_url: str, sink: Si
             published = await producer.publish(kind="a.b", subject="claimed")
             assert [d.state for d in published.deliveries] == [State.PENDING]
             await settled(hub, 2)
+
+
+async def test_e1_a_publish_answers_what_it_stored_on_either_backend(
+    hub: tidings.Hub, backend: str, sink: Sink
+) -> None:
+    """With a dispatcher waiting, PostgreSQL hands the row off (`sending`, its attempt
+    counted); SQLite has no hand-offs and stores it `pending`. Either way the answer is what
+    was stored, and the row is sent once."""
+    await webhook(hub, sink.url("/hook"))
+    async with running(hub) as dispatcher:
+        await asyncio.wait_for(dispatcher.idle.wait(), 5)
+        await hub.publish(kind="warm.up", subject="reads the channels")
+        await sink.await_for(1, "/hook")
+        await asyncio.wait_for(dispatcher.idle.wait(), 5)
+        published = await hub.publish(kind="a.b", subject="second")
+        (delivery,) = published.deliveries
+        expected = (State.SENDING, 1) if backend == "postgresql" else (State.PENDING, 0)
+        assert (delivery.state, delivery.attempts) == expected
+        await settled(hub, 2)
+    assert sink.count("/hook") == 2
